@@ -1,0 +1,238 @@
+//! [`Addr`]: the typed address of an actor, and the two ways to send: `tell` and `ask`.
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::actor::{Actor, Context, Handler, Message};
+use crate::cell::{ActorCell, ChildRef};
+use crate::envelope::{Deliver, Envelope};
+use crate::error::{AskError, SendError};
+use crate::reply::{self, Ask, ReplySender};
+use crate::system::ActorId;
+
+/// The address of an actor of type `A`. Cheap to clone (one reference count), `Send + Sync`.
+///
+/// Messages from one sender to one actor arrive in the order they were sent. An address stays
+/// valid after the actor stops: sends then fail with a typed error that returns the message.
+pub struct Addr<A: Actor> {
+    cell: Arc<ActorCell<A>>,
+}
+
+impl<A: Actor> Clone for Addr<A> {
+    fn clone(&self) -> Self {
+        Self {
+            cell: self.cell.clone(),
+        }
+    }
+}
+
+impl<A: Actor> fmt::Debug for Addr<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Addr({}#{})", std::any::type_name::<A>(), self.cell.id())
+    }
+}
+
+impl<A: Actor> PartialEq for Addr<A> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.cell, &other.cell)
+    }
+}
+
+impl<A: Actor> Eq for Addr<A> {}
+
+/// A told message on its way.
+struct Tell<M>(M);
+
+impl<A: Handler<M>, M: Message> Deliver<A> for Tell<M> {
+    #[inline]
+    fn deliver(self, target: Option<(&mut A, &mut Context<A>)>) {
+        if let Some((actor, ctx)) = target {
+            let _reply = actor.handle(self.0, ctx);
+        }
+    }
+}
+
+/// An asked message with its reply slot.
+struct Request<M: Message> {
+    msg: M,
+    reply: ReplySender<M::Reply>,
+}
+
+impl<A: Handler<M>, M: Message> Deliver<A> for Request<M> {
+    fn deliver(self, target: Option<(&mut A, &mut Context<A>)>) {
+        match target {
+            Some((actor, ctx)) => {
+                let reply = actor.handle(self.msg, ctx);
+                self.reply.send(reply);
+            }
+            // Dropping `self.reply` unused fails the ask with `Stopped`.
+            None => drop(self),
+        }
+    }
+}
+
+impl<A: Actor> Addr<A> {
+    pub(crate) fn from_cell(cell: Arc<ActorCell<A>>) -> Self {
+        Self { cell }
+    }
+
+    /// Builds an address from the cell pointer a context holds.
+    ///
+    /// # Safety
+    /// `cell` must come from `Arc::into_raw` of a live `Arc<ActorCell<A>>`.
+    pub(crate) unsafe fn from_cell_ptr(cell: NonNull<ActorCell<A>>) -> Self {
+        // SAFETY: per the contract the pointer is from `Arc::into_raw` and the allocation is
+        // live; incrementing first makes the new `Arc` an extra owner.
+        unsafe {
+            Arc::increment_strong_count(cell.as_ptr());
+            Self {
+                cell: Arc::from_raw(cell.as_ptr()),
+            }
+        }
+    }
+
+    pub(crate) fn into_child_parent(self) -> ChildRef {
+        self.cell
+    }
+
+    /// Sends a message without waiting (fire and forget).
+    ///
+    /// Never blocks. If the actor has stopped, the message comes back in the error.
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Sum(u64);
+    /// impl Actor for Sum {}
+    /// struct Add(u64);
+    /// impl Message for Add { type Reply = (); }
+    /// impl Handler<Add> for Sum {
+    ///     fn handle(&mut self, msg: Add, _: &mut Context<Self>) { self.0 += msg.0 }
+    /// }
+    /// let system = System::new();
+    /// let sum = system.spawn(Sum(0));
+    /// sum.tell(Add(2)).unwrap();
+    /// system.shutdown();
+    /// ```
+    #[inline]
+    pub fn tell<M>(&self, msg: M) -> Result<(), SendError<M>>
+    where
+        A: Handler<M>,
+        M: Message,
+    {
+        self.cell
+            .push(Envelope::new(Tell(msg)))
+            .map_err(|envelope| {
+                // SAFETY: the envelope was built just above from a `Tell<M>`.
+                let Tell(msg) = unsafe { envelope.into_payload::<Tell<M>>() };
+                SendError(msg)
+            })
+    }
+
+    /// Sends a request and returns its pending reply: `.await` it, [`Ask::wait`] for it,
+    /// [`Ask::wait_timeout`], or [`Ask::pipe_to`] an actor. Asking a stopped actor yields
+    /// [`AskError::Stopped`] at once.
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Echo;
+    /// impl Actor for Echo {}
+    /// struct Ping(u32);
+    /// impl Message for Ping { type Reply = u32; }
+    /// impl Handler<Ping> for Echo {
+    ///     fn handle(&mut self, msg: Ping, _: &mut Context<Self>) -> u32 { msg.0 + 1 }
+    /// }
+    /// let system = System::new();
+    /// let echo = system.spawn(Echo);
+    /// assert_eq!(echo.ask(Ping(41)).wait(), Ok(42));
+    /// system.shutdown();
+    /// ```
+    pub fn ask<M>(&self, msg: M) -> Ask<M::Reply>
+    where
+        A: Handler<M>,
+        M: Message,
+    {
+        let (reply, ask) = reply::channel();
+        // A refused envelope is dropped here; its reply sender then fails the ask.
+        let _ = self.cell.push(Envelope::new(Request { msg, reply }));
+        ask
+    }
+
+    /// Asks this actor to stop: it finishes the message in hand, runs `stopping`, stops its
+    /// children, runs `stopped`. Messages still in its mailbox are dropped. Idempotent.
+    pub fn stop(&self) {
+        self.cell.signal_stop();
+    }
+
+    /// True once the actor has begun stopping and accepts no more messages.
+    pub fn is_stopped(&self) -> bool {
+        self.cell.is_stopped()
+    }
+
+    /// Messages waiting in the actor's mailbox (approximate; for monitoring).
+    pub fn mailbox_len(&self) -> usize {
+        self.cell.mailbox.len()
+    }
+
+    /// The actor's unique id within its process.
+    pub fn id(&self) -> ActorId {
+        self.cell.id()
+    }
+}
+
+impl<R: Send + 'static> Ask<R> {
+    /// Delivers the reply to the actor at `to` as a message built by `map`, instead of waiting
+    /// for it. The asking actor keeps handling other messages meanwhile.
+    ///
+    /// ```
+    /// use troupe::{Actor, AskError, Context, Handler, Message, System};
+    /// struct Oracle;
+    /// impl Actor for Oracle {}
+    /// struct Question;
+    /// impl Message for Question { type Reply = u32; }
+    /// impl Handler<Question> for Oracle {
+    ///     fn handle(&mut self, _: Question, _: &mut Context<Self>) -> u32 { 42 }
+    /// }
+    ///
+    /// struct Seeker { answer: Option<u32> }
+    /// impl Actor for Seeker {}
+    /// struct Answer(Result<u32, AskError>);
+    /// impl Message for Answer { type Reply = (); }
+    /// impl Handler<Answer> for Seeker {
+    ///     fn handle(&mut self, msg: Answer, _: &mut Context<Self>) { self.answer = msg.0.ok() }
+    /// }
+    /// struct Seek(troupe::Addr<Oracle>);
+    /// impl Message for Seek { type Reply = (); }
+    /// impl Handler<Seek> for Seeker {
+    ///     fn handle(&mut self, msg: Seek, ctx: &mut Context<Self>) {
+    ///         msg.0.ask(Question).pipe_to(&ctx.myself(), Answer);
+    ///     }
+    /// }
+    /// struct Get;
+    /// impl Message for Get { type Reply = Option<u32>; }
+    /// impl Handler<Get> for Seeker {
+    ///     fn handle(&mut self, _: Get, _: &mut Context<Self>) -> Option<u32> { self.answer }
+    /// }
+    ///
+    /// let system = System::new();
+    /// let oracle = system.spawn(Oracle);
+    /// let seeker = system.spawn(Seeker { answer: None });
+    /// seeker.tell(Seek(oracle)).unwrap();
+    /// while seeker.ask(Get).wait().unwrap().is_none() { std::thread::yield_now() }
+    /// system.shutdown();
+    /// ```
+    pub fn pipe_to<B, N>(
+        self,
+        to: &Addr<B>,
+        map: impl FnOnce(Result<R, AskError>) -> N + Send + 'static,
+    ) where
+        B: Handler<N>,
+        N: Message,
+    {
+        let to = to.clone();
+        self.on_reply(move |result| {
+            // If the receiver has stopped too, there is no one left to tell.
+            let _ = to.tell(map(result));
+        });
+    }
+}

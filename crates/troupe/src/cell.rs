@@ -1,0 +1,413 @@
+//! The actor cell: one allocation holding everything an actor is, and the turn that runs it.
+//!
+//! ```text
+//! ActorCell<A> (one Arc allocation)
+//! ├── Header      run fn, executor (pool or own thread), id   <- run queues hold *Header
+//! ├── Mailbox     lock-free MPSC queue of Envelope<A>, plus the IDLE/SIGNALED/CLOSED bits
+//! ├── signals     lock-free stack of control signals (stop, child stopped)
+//! ├── parent      where to report when stopped
+//! └── private     the actor value and its Context; touched only by the running turn
+//! ```
+//!
+//! # References
+//! `Addr<A>` is an `Arc<ActorCell<A>>`. One extra strong reference, the *alive* reference,
+//! is created at spawn (`Arc::into_raw`) and given up by the actor's final turn. Run queues
+//! hold plain pointers: while the actor can be scheduled it is alive, and after it stops nobody
+//! can schedule it (the mailbox is closed and terminated), so the pointers never dangle and
+//! scheduling costs no reference-count traffic.
+//!
+//! # A turn
+//! 1. Read pending signals (stop requests, children reporting they stopped).
+//! 2. First turn only: `started`.
+//! 3. Handle up to `budget` messages, one at a time.
+//! 4. If a stop was requested: `stopping`, close the mailbox (dropping what is left, which
+//!    fails its askers), ask every child to stop, and wait for them to report.
+//! 5. When stopping and no children are left: `stopped`, drop the actor, terminate the mailbox,
+//!    tell the parent, give up the alive reference.
+//! 6. Otherwise try to go idle; if a message or signal slipped in meanwhile, go round again.
+//!
+//! A panic in a handler or hook is caught at the turn boundary: the worker thread survives, the
+//! message's asker gets `AskError::Panicked`, and the actor is stopped.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crate::actor::{Actor, Context};
+use crate::envelope::Envelope;
+use crate::loom::{AtomicPtr, Backoff, Ordering, UnsafeCell};
+use crate::mailbox::Mailbox;
+use crate::system::{ActorId, SystemShared};
+
+/// A type-erased pointer to an actor cell, as held by run queues.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct RawActor(NonNull<Header>);
+
+// SAFETY: a RawActor is a handle to a `Sync` cell; which thread may *run* it is governed by the
+// scheduling rule (one turn at a time), not by who holds the pointer.
+unsafe impl Send for RawActor {}
+
+impl RawActor {
+    /// Runs one turn of the actor.
+    ///
+    /// # Safety
+    /// The caller must hold the right to run this actor (it was handed out by the scheduling
+    /// rule and not yet run), and the actor's alive reference must not have been released.
+    #[inline]
+    pub(crate) unsafe fn run(self, budget: usize) -> Turn {
+        // SAFETY: the header is live while the alive reference is held (caller's contract).
+        let run = unsafe { self.0.as_ref().run };
+        // SAFETY: forwarded contract.
+        unsafe { run(self, budget) }
+    }
+
+    /// The executor that runs this actor.
+    ///
+    /// # Safety
+    /// As for `run`: the alive reference must still be held.
+    pub(crate) unsafe fn header(&self) -> &Header {
+        // SAFETY: per the function contract.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// The mailbox was empty and the actor went idle; the next sender schedules it.
+    Idle,
+    /// The budget ran out (or a sender is mid-write): run it again later.
+    Yield,
+    /// The actor has stopped; its alive reference is gone.
+    Stopped,
+}
+
+/// Where an actor runs.
+pub(crate) enum Executor {
+    Pool(Arc<crate::scheduler::PoolShared>),
+    Thread(Arc<crate::scheduler::dedicated::ThreadWaker>),
+}
+
+/// The part of the cell the scheduler sees. Must stay the first field of `ActorCell`.
+pub(crate) struct Header {
+    run: unsafe fn(RawActor, usize) -> Turn,
+    pub(crate) executor: Executor,
+    pub(crate) id: ActorId,
+}
+
+/// Control signals, delivered ahead of messages.
+pub(crate) enum Signal {
+    /// Stop (from `Addr::stop`, a stopping parent, or shutdown).
+    Stop,
+    /// A child reports it has stopped; the key is its slot among its parent's children.
+    ChildStopped(usize),
+}
+
+struct SignalNode {
+    signal: Signal,
+    next: *mut SignalNode,
+}
+
+/// A lock-free stack of signals: any thread pushes, the actor's turn takes all at once (so
+/// there is no ABA problem) and reverses them into sending order.
+pub(crate) struct SignalStack {
+    head: AtomicPtr<SignalNode>,
+}
+
+impl SignalStack {
+    fn new() -> Self {
+        Self {
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    fn push(&self, signal: Signal) {
+        let node = Box::into_raw(Box::new(SignalNode {
+            signal,
+            next: ptr::null_mut(),
+        }));
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `node` is ours until the compare-and-swap publishes it.
+            unsafe { (*node).next = head };
+            // Release pairs with the Acquire swap in `take_all`.
+            match self
+                .head
+                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(current) => head = current,
+            }
+        }
+    }
+
+    /// Takes every pushed signal, oldest first.
+    fn take_all(&self) -> Vec<Signal> {
+        let mut node = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+        let mut out = Vec::new();
+        while !node.is_null() {
+            // SAFETY: the swap made this thread the owner of the whole list.
+            let boxed = unsafe { Box::from_raw(node) };
+            node = boxed.next;
+            out.push(boxed.signal);
+        }
+        out.reverse();
+        out
+    }
+}
+
+impl Drop for SignalStack {
+    fn drop(&mut self) {
+        drop(self.take_all());
+    }
+}
+
+/// What an actor reports to when it stops.
+pub(crate) enum ParentLink {
+    /// A top-level actor: remove it from the system registry.
+    Root { shard: usize, key: usize },
+    /// A child: signal the parent.
+    Actor { parent: ChildRef, key: usize },
+}
+
+/// A type-erased reference to an actor, used by parents and the registry.
+pub(crate) type ChildRef = Arc<dyn ErasedCell>;
+
+/// Operations on an actor whose type is not known.
+pub(crate) trait ErasedCell: Send + Sync {
+    fn signal(&self, signal: Signal);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    Starting,
+    Running,
+    Stopping,
+}
+
+/// State only the running turn touches.
+pub(crate) struct Private<A: Actor> {
+    actor: Option<A>,
+    ctx: Context<A>,
+    phase: Phase,
+}
+
+/// One actor. See the module note.
+#[repr(C)]
+pub(crate) struct ActorCell<A: Actor> {
+    header: Header,
+    pub(crate) mailbox: Mailbox<Envelope<A>>,
+    signals: SignalStack,
+    parent: ParentLink,
+    private: UnsafeCell<Private<A>>,
+}
+
+// SAFETY: `private` is only accessed by the actor's current turn, and turns are serialised by
+// the mailbox's scheduling rule with happens-before between them; everything else is Sync.
+unsafe impl<A: Actor> Sync for ActorCell<A> {}
+// SAFETY: as above; the actor and messages are Send.
+unsafe impl<A: Actor> Send for ActorCell<A> {}
+
+impl<A: Actor> ActorCell<A> {
+    pub(crate) fn new(
+        actor: A,
+        executor: Executor,
+        id: ActorId,
+        parent: ParentLink,
+        system: Arc<SystemShared>,
+    ) -> Self {
+        Self {
+            header: Header {
+                run: run::<A>,
+                executor,
+                id,
+            },
+            // Not idle: the spawner schedules the first turn, which runs `started`.
+            mailbox: Mailbox::new(false),
+            signals: SignalStack::new(),
+            parent,
+            private: UnsafeCell::new(Private {
+                actor: Some(actor),
+                ctx: Context::new(system),
+                phase: Phase::Starting,
+            }),
+        }
+    }
+
+    pub(crate) fn id(&self) -> ActorId {
+        self.header.id
+    }
+
+    pub(crate) fn raw(&self) -> RawActor {
+        RawActor(NonNull::from(&self.header))
+    }
+
+    /// Sends an envelope; `Err` gives it back if the actor has stopped.
+    #[inline]
+    pub(crate) fn push(&self, envelope: Envelope<A>) -> Result<(), Envelope<A>> {
+        match self.mailbox.push(envelope) {
+            Ok(false) => Ok(()),
+            Ok(true) => {
+                self.schedule();
+                Ok(())
+            }
+            Err(closed) => Err(closed.0),
+        }
+    }
+
+    pub(crate) fn header_executor(&self) -> &Executor {
+        &self.header.executor
+    }
+
+    /// Asks the actor to stop (see `Addr::stop`).
+    pub(crate) fn signal_stop(&self) {
+        ErasedCell::signal(self, Signal::Stop);
+    }
+
+    /// Hands the actor to its executor. Only the party that cleared IDLE may call this.
+    #[inline]
+    fn schedule(&self) {
+        crate::scheduler::schedule(self.raw());
+    }
+
+    /// True once the actor no longer accepts messages.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.mailbox.is_closed()
+    }
+}
+
+impl<A: Actor> ErasedCell for ActorCell<A> {
+    fn signal(&self, signal: Signal) {
+        self.signals.push(signal);
+        // After termination the signal stays in the stack and is freed with the cell.
+        if let Ok(true) = self.mailbox.signal() {
+            self.schedule();
+        }
+    }
+}
+
+/// Runs one turn of an `ActorCell<A>`; the function pointer in every `Header`.
+///
+/// # Safety
+/// `raw` points to the header of a live `ActorCell<A>` whose alive reference is held, and the
+/// caller has the exclusive right to run it (see `RawActor::run`).
+unsafe fn run<A: Actor>(raw: RawActor, budget: usize) -> Turn {
+    let cell_ptr: *mut ActorCell<A> = raw.0.as_ptr().cast();
+    // SAFETY: `Header` is the first field of the `repr(C)` cell, so the pointers coincide; the
+    // cell is live (function contract).
+    let cell = unsafe { &*cell_ptr };
+    // SAFETY: only the running turn touches `private`, and this is the running turn.
+    let private = cell.private.with_mut(|p| unsafe { &mut *p });
+    private.ctx.cell = NonNull::new(cell_ptr);
+
+    let outcome = catch_unwind(AssertUnwindSafe(|| turn(cell, private, budget)));
+    match outcome {
+        Ok(Turn::Stopped) => {
+            // SAFETY: this is the alive reference created by `Arc::into_raw` at spawn; the
+            // final turn is over and `cell` is not used again below.
+            drop(unsafe { Arc::from_raw(cell_ptr) });
+            Turn::Stopped
+        }
+        Ok(turn) => turn,
+        Err(_panic) => {
+            // A handler (or `started`) panicked and the actor's state may be inconsistent: stop
+            // it. The next turn runs the stop sequence, whose hooks are guarded one by one.
+            private.ctx.stop_requested = true;
+            Turn::Yield
+        }
+    }
+}
+
+fn turn<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, budget: usize) -> Turn {
+    // SAFETY: this turn is the only consumer (scheduling rule).
+    let mut rx = unsafe { cell.mailbox.consumer() };
+    let mut handled = 0;
+    let mut backoff = Backoff::new();
+    loop {
+        if rx.take_signaled() {
+            for signal in cell.signals.take_all() {
+                match signal {
+                    Signal::Stop => private.ctx.stop_requested = true,
+                    Signal::ChildStopped(key) => {
+                        if let Some(children) = private.ctx.children.as_mut() {
+                            children.try_remove(key);
+                        }
+                    }
+                }
+            }
+        }
+
+        let actor = private.actor.as_mut().expect("a live actor has its state");
+        if private.phase == Phase::Starting {
+            private.phase = Phase::Running;
+            actor.started(&mut private.ctx);
+        }
+
+        if private.phase == Phase::Running {
+            while handled < budget && !private.ctx.stop_requested {
+                match rx.pop() {
+                    Some(envelope) => {
+                        envelope.deliver(actor, &mut private.ctx);
+                        handled += 1;
+                    }
+                    None => break,
+                }
+            }
+            if private.ctx.stop_requested {
+                private.phase = Phase::Stopping;
+                guarded(|| actor.stopping(&mut private.ctx));
+                // Messages still queued are dropped: their destructors run, askers get errors.
+                rx.close(drop);
+                if let Some(children) = private.ctx.children.as_ref() {
+                    for (_, child) in children.iter() {
+                        child.signal(Signal::Stop);
+                    }
+                }
+            } else if handled >= budget {
+                return Turn::Yield;
+            }
+        }
+
+        if private.phase == Phase::Stopping && private.ctx.children_count() == 0 {
+            guarded(|| actor.stopped(&mut private.ctx));
+            finish(cell, private, rx);
+            return Turn::Stopped;
+        }
+
+        if rx.try_idle() {
+            return Turn::Idle;
+        }
+        // Something arrived since we last looked. A signal or a ready message: go round at once.
+        // A producer still writing its slot: wait a moment, then yield rather than spin.
+        if !rx.is_drained() && private.phase == Phase::Running && !rx.has_ready() {
+            backoff.snooze();
+            if backoff.is_completed() {
+                return Turn::Yield;
+            }
+        }
+    }
+}
+
+/// Runs a lifecycle hook of a stopping actor; a panic in it is contained, and stopping goes on.
+fn guarded(hook: impl FnOnce()) {
+    let _ = catch_unwind(AssertUnwindSafe(hook));
+}
+
+/// The end of an actor: drop its state, stop accepting signals, report to the parent.
+fn finish<A: Actor>(
+    cell: &ActorCell<A>,
+    private: &mut Private<A>,
+    mut rx: crate::mailbox::Consumer<'_, Envelope<A>>,
+) {
+    // Drop the state outside any hook: it may hold addresses of other actors.
+    drop(private.actor.take());
+    rx.terminate();
+    drop(rx);
+    drop(cell.signals.take_all());
+    private.ctx.children = None;
+    match &cell.parent {
+        ParentLink::Root { shard, key } => private.ctx.system.unregister(*shard, *key),
+        ParentLink::Actor { parent, key } => parent.signal(Signal::ChildStopped(*key)),
+    }
+    private.ctx.system.actor_finished();
+}

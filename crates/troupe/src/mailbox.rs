@@ -1,0 +1,663 @@
+//! The mailbox: a lock-free, block-linked, multi-producer single-consumer queue that also decides
+//! who schedules the actor.
+//!
+//! # Layout
+//! Messages live in slots of fixed-size blocks ([`BLOCK_CAP`] slots each) linked into a list, as
+//! in crossbeam-channel's `list` flavour. Producers claim a slot by advancing the shared `tail`
+//! word with one compare-and-swap, write the message into the slot and then mark it ready.
+//! The single consumer (the actor's turn) reads slots in order and never needs an atomic
+//! read-modify-write. A block the consumer has finished is kept as the `spare` and handed to the
+//! next producer that needs a block, so a steady stream of messages allocates nothing.
+//! An actor that never receives a message never allocates a block.
+//!
+//! # The tail word and who schedules
+//! `tail` holds the index of the next free slot (shifted left by [`SHIFT`]) and three flags:
+//!
+//! | flag       | set by                               | cleared by                          |
+//! |------------|--------------------------------------|-------------------------------------|
+//! | `IDLE`     | the consumer, when it finds nothing  | the first producer or signaller     |
+//! | `SIGNALED` | a signaller (stop, child stopped...) | the consumer, before it reads them  |
+//! | `CLOSED`   | the consumer, when the actor stops   | never                               |
+//! | `TERMINATED` | the consumer, in the actor's last turn | never                            |
+//!
+//! Legal combinations: `IDLE` and `SIGNALED` are never both set (a signaller clears `IDLE` as it
+//! sets `SIGNALED`); once `CLOSED` is set no producer claims a slot (a stopping actor still
+//! takes signals, e.g. from children reporting they stopped); `TERMINATED` comes only after
+//! `CLOSED`, and then nothing schedules the owner again and `IDLE` is never set.
+//!
+//! The producer whose compare-and-swap cleared `IDLE` is the one and only party that schedules
+//! the actor (the same rule as Pony's `messageq.c`, where `push` reports "was empty"). The
+//! consumer sets `IDLE` only with a compare-and-swap that expects the tail index to equal its
+//! own head index and `SIGNALED` to be clear, so a message or signal that arrives after the
+//! consumer last looked makes that compare-and-swap fail and the consumer keeps going: no
+//! wake-up is lost, and an actor is never scheduled twice.
+//!
+//! # Invariants
+//! - Only one thread consumes at a time (guaranteed by the scheduling rule above), so the
+//!   consumer's head index and head block need no synchronisation of their own.
+//! - A block is recycled only after the consumer has read every slot in it; a producer touches a
+//!   block only after its compare-and-swap claimed a slot in it and only until it marks that
+//!   slot ready, so no producer can still be inside a recycled block.
+
+use std::mem::MaybeUninit;
+use std::ptr;
+
+use crate::loom::{AtomicPtr, AtomicU8, AtomicUsize, Backoff, Ordering, UnsafeCell};
+
+/// The actor is neither scheduled nor running.
+const IDLE: usize = 1;
+/// Control signals wait for the consumer.
+const SIGNALED: usize = 1 << 1;
+/// The mailbox accepts no more messages.
+const CLOSED: usize = 1 << 2;
+/// The owner is gone: no more signals, never scheduled again.
+const TERMINATED: usize = 1 << 3;
+/// Slot indices are stored above the flags.
+const SHIFT: usize = 4;
+const FLAGS: usize = (1 << SHIFT) - 1;
+const ONE: usize = 1 << SHIFT;
+
+/// Indices per block, one more than the slots: the last index of a lap is a marker meaning
+/// "the next block is being installed".
+#[cfg(not(loom))]
+const LAP: usize = 32;
+#[cfg(loom)]
+const LAP: usize = 3;
+/// Message slots per block.
+pub(crate) const BLOCK_CAP: usize = LAP - 1;
+
+struct Slot<T> {
+    msg: UnsafeCell<MaybeUninit<T>>,
+    /// 1 once the producer has written `msg`; reset to 0 by the consumer after reading it.
+    ready: AtomicU8,
+}
+
+struct Block<T> {
+    next: AtomicPtr<Block<T>>,
+    slots: [Slot<T>; BLOCK_CAP],
+}
+
+impl<T> Block<T> {
+    fn boxed() -> Box<Self> {
+        Box::new(Block {
+            next: AtomicPtr::new(ptr::null_mut()),
+            slots: std::array::from_fn(|_| Slot {
+                msg: UnsafeCell::new(MaybeUninit::uninit()),
+                ready: AtomicU8::new(0),
+            }),
+        })
+    }
+}
+
+/// Why a message was not accepted.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Closed<T>(pub(crate) T);
+
+/// A lock-free MPSC queue with an embedded "who schedules" rule. See the module note.
+pub(crate) struct Mailbox<T> {
+    // Written by producers.
+    tail: AtomicUsize,
+    tail_block: AtomicPtr<Block<T>>,
+    // Written by the consumer (and once by the producer that installs the first block).
+    head_block: AtomicPtr<Block<T>>,
+    head: UnsafeCell<usize>,
+    /// Consumer's head index as last published at the end of a turn; read for metrics only.
+    head_published: AtomicUsize,
+    // Exchanged by both sides.
+    spare: AtomicPtr<Block<T>>,
+}
+
+// SAFETY: messages are moved between threads, so `T: Send` is required; all shared state is
+// atomic or owned by the single consumer as the module invariants describe.
+unsafe impl<T: Send> Send for Mailbox<T> {}
+// SAFETY: as above; `&Mailbox` only allows `push` (any thread) and `consumer` (unsafe, one
+// thread at a time by contract).
+unsafe impl<T: Send> Sync for Mailbox<T> {}
+
+impl<T> Mailbox<T> {
+    /// A new, empty mailbox. `idle` says whether the owner starts idle (a producer then
+    /// schedules it) or already scheduled (its first turn is on its way).
+    pub(crate) fn new(idle: bool) -> Self {
+        Self {
+            tail: AtomicUsize::new(if idle { IDLE } else { 0 }),
+            tail_block: AtomicPtr::new(ptr::null_mut()),
+            head_block: AtomicPtr::new(ptr::null_mut()),
+            head: UnsafeCell::new(0),
+            head_published: AtomicUsize::new(0),
+            spare: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Appends `msg`. Returns `Ok(true)` when this push woke the owner from idle, in which case
+    /// the caller must schedule it; `Err` gives the message back if the mailbox is closed.
+    pub(crate) fn push(&self, msg: T) -> Result<bool, Closed<T>> {
+        let mut backoff = Backoff::new();
+        let mut tail = self.tail.load(Ordering::Acquire);
+        let mut block = self.tail_block.load(Ordering::Acquire);
+        let mut next_block: Option<Box<Block<T>>> = None;
+
+        loop {
+            if tail & CLOSED != 0 {
+                if let Some(unused) = next_block {
+                    self.give_spare(unused);
+                }
+                return Err(Closed(msg));
+            }
+            let offset = (tail >> SHIFT) % LAP;
+            if offset == BLOCK_CAP {
+                // Another producer claimed the last slot and is installing the next block.
+                backoff.snooze();
+                tail = self.tail.load(Ordering::Acquire);
+                block = self.tail_block.load(Ordering::Acquire);
+                continue;
+            }
+            // About to claim the last slot of this block: have the next block ready first, so
+            // the time other producers wait at the marker is a few stores long.
+            if offset + 1 == BLOCK_CAP && next_block.is_none() {
+                next_block = Some(self.take_block());
+            }
+            if block.is_null() {
+                // The very first message: install the first block.
+                let first = Box::into_raw(next_block.take().unwrap_or_else(|| self.take_block()));
+                // Release pairs with the Acquire loads of `tail_block` by other producers and
+                // of `head_block` by the consumer.
+                match self.tail_block.compare_exchange(
+                    ptr::null_mut(),
+                    first,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        self.head_block.store(first, Ordering::Release);
+                        block = first;
+                    }
+                    Err(installed) => {
+                        // SAFETY: `first` came from `Box::into_raw` above and was not published.
+                        next_block = Some(unsafe { Box::from_raw(first) });
+                        block = installed;
+                        tail = self.tail.load(Ordering::Acquire);
+                        continue;
+                    }
+                }
+            }
+
+            let new_tail = (tail + ONE) & !IDLE;
+            // AcqRel: Acquire pairs with the consumer's Release when it set IDLE (so this
+            // producer, if it schedules, sees the actor's state as the last turn left it);
+            // Release publishes the claim to the producer that installs the next block.
+            match self.tail.compare_exchange_weak(
+                tail,
+                new_tail,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    // SAFETY: the successful compare-and-swap claimed slot `offset` of `block`
+                    // for this producer alone. `block` is live: the tail index still pointed into
+                    // it, so the consumer has not passed this (unwritten) slot and cannot have
+                    // recycled the block.
+                    unsafe {
+                        if offset + 1 == BLOCK_CAP {
+                            let next = Box::into_raw(next_block.take().expect("preallocated"));
+                            self.tail_block.store(next, Ordering::Release);
+                            // Skip the marker index; fetch_add keeps flags others may set.
+                            self.tail.fetch_add(ONE, Ordering::Release);
+                            (*block).next.store(next, Ordering::Release);
+                        }
+                        let slot = (*block).slots.get_unchecked(offset);
+                        slot.msg.with_mut(|p| p.write(MaybeUninit::new(msg)));
+                        // Release pairs with the consumer's Acquire load of `ready`.
+                        slot.ready.store(1, Ordering::Release);
+                    }
+                    if let Some(unused) = next_block {
+                        self.give_spare(unused);
+                    }
+                    return Ok(tail & IDLE != 0);
+                }
+                Err(current) => {
+                    tail = current;
+                    block = self.tail_block.load(Ordering::Acquire);
+                    crate::loom::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    /// Sets `SIGNALED`, waking the owner if idle. Returns `Ok(true)` when the caller must
+    /// schedule the owner, and `Err(Closed(()))` if the owner has terminated.
+    pub(crate) fn signal(&self) -> Result<bool, Closed<()>> {
+        let mut tail = self.tail.load(Ordering::Acquire);
+        loop {
+            if tail & TERMINATED != 0 {
+                return Err(Closed(()));
+            }
+            let new_tail = (tail | SIGNALED) & !IDLE;
+            if new_tail == tail {
+                return Ok(false);
+            }
+            // AcqRel: as in `push`; the signal itself was published before this call.
+            match self.tail.compare_exchange_weak(
+                tail,
+                new_tail,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(tail & IDLE != 0),
+                Err(current) => tail = current,
+            }
+        }
+    }
+
+    /// Approximate number of messages waiting (for metrics; may lag by a turn).
+    pub(crate) fn len(&self) -> usize {
+        let tail = self.tail.load(Ordering::Relaxed) >> SHIFT;
+        let head = self.head_published.load(Ordering::Relaxed) >> SHIFT;
+        let indices = tail.saturating_sub(head);
+        // Every full lap contains one marker index that holds no message.
+        indices - indices / LAP
+    }
+
+    /// True once the mailbox is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tail.load(Ordering::Acquire) & CLOSED != 0
+    }
+
+    /// Opens the consumer side for one turn.
+    ///
+    /// # Safety
+    /// At most one `Consumer` of a mailbox may exist at any time, and turns must be ordered by
+    /// happens-before (the scheduling rule in the module note provides both).
+    pub(crate) unsafe fn consumer(&self) -> Consumer<'_, T> {
+        Consumer {
+            mailbox: self,
+            // SAFETY: single consumer, per the caller's contract.
+            head: self.head.with(|p| unsafe { *p }),
+            block: self.head_block.load(Ordering::Acquire),
+            closed: self.tail.load(Ordering::Relaxed) & CLOSED,
+        }
+    }
+
+    /// A block for a producer: the spare if there is one, else a new allocation.
+    fn take_block(&self) -> Box<Block<T>> {
+        let spare = self.spare.swap(ptr::null_mut(), Ordering::Acquire);
+        if spare.is_null() {
+            Block::boxed()
+        } else {
+            // SAFETY: the spare came from `Box::into_raw` in `give_spare`, and the swap made this
+            // thread its only owner. Acquire pairs with the Release swap there, so the reset
+            // slots and `next` are visible.
+            unsafe { Box::from_raw(spare) }
+        }
+    }
+
+    /// Keeps `block` (fully reset) as the spare, freeing the previous spare if any.
+    fn give_spare(&self, block: Box<Block<T>>) {
+        let old = self.spare.swap(Box::into_raw(block), Ordering::AcqRel);
+        if !old.is_null() {
+            // SAFETY: `old` was the spare, owned by the mailbox, and the swap removed it.
+            drop(unsafe { Box::from_raw(old) });
+        }
+    }
+}
+
+/// The consumer side of a mailbox for the length of one turn. It keeps the head index and head
+/// block in locals and publishes them when dropped, so the consumer writes shared memory once
+/// per turn rather than once per message.
+pub(crate) struct Consumer<'a, T> {
+    mailbox: &'a Mailbox<T>,
+    head: usize,
+    block: *mut Block<T>,
+    /// `CLOSED` if this consumer closed the mailbox (part of the word `try_idle` expects).
+    closed: usize,
+}
+
+impl<T> Consumer<'_, T> {
+    /// The next message if it is ready. `None` means empty, or that the next producer in line
+    /// has claimed its slot but not yet written it.
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<T> {
+        if self.block.is_null() {
+            self.block = self.mailbox.head_block.load(Ordering::Acquire);
+            if self.block.is_null() {
+                return None;
+            }
+        }
+        let offset = (self.head >> SHIFT) % LAP;
+        debug_assert!(offset < BLOCK_CAP, "the head never rests on a marker");
+        // SAFETY: `self.block` is the live block holding index `self.head`: blocks are recycled
+        // only by this consumer, after reading all their slots.
+        unsafe {
+            let slot = (*self.block).slots.get_unchecked(offset);
+            // Acquire pairs with the producer's Release store of `ready`.
+            if slot.ready.load(Ordering::Acquire) == 0 {
+                return None;
+            }
+            let msg = slot.msg.with(|p| (*p).assume_init_read());
+            slot.ready.store(0, Ordering::Relaxed);
+            self.head += ONE;
+            if offset + 1 == BLOCK_CAP {
+                // The producer of the last slot installed `next` before writing that slot, and
+                // we saw the write with Acquire, so `next` is set.
+                let next = (*self.block).next.load(Ordering::Acquire);
+                debug_assert!(!next.is_null());
+                let done = Box::from_raw(self.block);
+                done.next.store(ptr::null_mut(), Ordering::Relaxed);
+                self.block = next;
+                self.head += ONE; // skip the marker index
+                self.mailbox.give_spare(done);
+            }
+            Some(msg)
+        }
+    }
+
+    /// True if the next message is written and ready to pop.
+    pub(crate) fn has_ready(&mut self) -> bool {
+        if self.block.is_null() {
+            self.block = self.mailbox.head_block.load(Ordering::Acquire);
+            if self.block.is_null() {
+                return false;
+            }
+        }
+        let offset = (self.head >> SHIFT) % LAP;
+        // SAFETY: as in `pop`: the head block is live.
+        unsafe {
+            (*self.block)
+                .slots
+                .get_unchecked(offset)
+                .ready
+                .load(Ordering::Acquire)
+                != 0
+        }
+    }
+
+    /// True if no producer has claimed a slot this consumer has not read yet.
+    pub(crate) fn is_drained(&self) -> bool {
+        let tail = self.mailbox.tail.load(Ordering::Acquire);
+        tail & !FLAGS == self.head
+    }
+
+    /// Consumes the `SIGNALED` flag: true if it was set, in which case the caller must now read
+    /// its signals (signals sent later set the flag again).
+    #[inline]
+    pub(crate) fn take_signaled(&mut self) -> bool {
+        if self.mailbox.tail.load(Ordering::Relaxed) & SIGNALED == 0 {
+            return false;
+        }
+        // Acquire pairs with the signaller's AcqRel compare-and-swap, so the signal it published
+        // before setting the flag is visible.
+        self.mailbox.tail.fetch_and(!SIGNALED, Ordering::Acquire) & SIGNALED != 0
+    }
+
+    /// Tries to mark the owner idle: succeeds only if every claimed slot has been read and no
+    /// signal is pending. After success the owner may already be scheduled elsewhere, so this
+    /// must be the turn's last access to the actor.
+    #[inline]
+    pub(crate) fn try_idle(&mut self) -> bool {
+        self.publish();
+        // The index with no flags but our own CLOSED: no signal pending, nothing unread.
+        let expected = self.head | self.closed;
+        // Release pairs with the Acquire of the producer whose compare-and-swap clears IDLE:
+        // everything this turn did happens-before the next turn.
+        self.mailbox
+            .tail
+            .compare_exchange(
+                expected,
+                expected | IDLE,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Closes the mailbox, hands every message still in it to `drain` (in order), and frees its
+    /// blocks. Producers that already claimed a slot are waited for; later ones get `Closed`.
+    pub(crate) fn close(&mut self, mut drain: impl FnMut(T)) {
+        let tail = self.mailbox.tail.fetch_or(CLOSED, Ordering::AcqRel);
+        self.closed = CLOSED;
+        let mut end = tail & !FLAGS;
+        if (end >> SHIFT) % LAP == BLOCK_CAP {
+            // A producer is installing the next block; the consumer skips that marker index.
+            end += ONE;
+        }
+        let mut backoff = Backoff::new();
+        while self.head != end {
+            match self.pop() {
+                Some(msg) => {
+                    drain(msg);
+                    backoff = Backoff::new();
+                }
+                // A producer claimed a slot and is between its claim and its write.
+                None => backoff.snooze(),
+            }
+        }
+        if !self.block.is_null() {
+            // SAFETY: every claimed slot has been read; with the mailbox closed, no producer can
+            // claim another, so no one else refers to this block.
+            drop(unsafe { Box::from_raw(self.block) });
+            self.block = ptr::null_mut();
+            self.mailbox
+                .tail_block
+                .store(ptr::null_mut(), Ordering::Relaxed);
+            self.mailbox
+                .head_block
+                .store(ptr::null_mut(), Ordering::Relaxed);
+        }
+        let spare = self.mailbox.spare.swap(ptr::null_mut(), Ordering::Acquire);
+        if !spare.is_null() {
+            // SAFETY: the swap made this thread the spare's only owner.
+            drop(unsafe { Box::from_raw(spare) });
+        }
+    }
+
+    /// Marks the owner gone for good: later signals are refused and nothing schedules it.
+    /// Call only after `close`, in the owner's final turn.
+    pub(crate) fn terminate(&mut self) {
+        debug_assert_eq!(self.closed, CLOSED, "terminate follows close");
+        self.mailbox.tail.fetch_or(TERMINATED, Ordering::AcqRel);
+    }
+
+    fn publish(&self) {
+        let head = self.head;
+        // SAFETY: single consumer, per the contract of `Mailbox::consumer`.
+        self.mailbox.head.with_mut(|p| unsafe { *p = head });
+        // While no block exists, `head_block` belongs to the producer that installs the first
+        // one; once the consumer holds a block, only the consumer moves it.
+        if !self.block.is_null() {
+            self.mailbox.head_block.store(self.block, Ordering::Relaxed);
+        }
+        self.mailbox.head_published.store(head, Ordering::Relaxed);
+    }
+}
+
+impl<T> Drop for Consumer<'_, T> {
+    fn drop(&mut self) {
+        self.publish();
+    }
+}
+
+impl<T> Drop for Mailbox<T> {
+    fn drop(&mut self) {
+        // `&mut self`: no producer or consumer is left. Drop what was never read.
+        // SAFETY: exclusive access makes this the only consumer.
+        let mut consumer = unsafe { self.consumer() };
+        while consumer.pop().is_some() {}
+        let block = consumer.block;
+        drop(consumer);
+        if !block.is_null() {
+            // SAFETY: the head block is owned by the mailbox; with every ready slot read and no
+            // producers left, no slot holds a message.
+            drop(unsafe { Box::from_raw(block) });
+        }
+        let spare = self.spare.swap(ptr::null_mut(), Ordering::Relaxed);
+        if !spare.is_null() {
+            // SAFETY: the spare is owned by the mailbox.
+            drop(unsafe { Box::from_raw(spare) });
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize as StdAtomicUsize;
+    use std::sync::Arc;
+
+    #[test]
+    fn smoke() {
+        let mb = Mailbox::new(true);
+        assert_eq!(mb.push(1), Ok(true), "first push wakes the idle owner");
+        assert_eq!(mb.push(2), Ok(false));
+        let mut rx = unsafe { mb.consumer() };
+        assert_eq!(rx.pop(), Some(1));
+        assert_eq!(rx.pop(), Some(2));
+        assert_eq!(rx.pop(), None);
+        assert!(rx.try_idle());
+        drop(rx);
+        assert_eq!(mb.push(3), Ok(true), "idle again: the next push schedules");
+    }
+
+    #[test]
+    fn many_blocks_in_order() {
+        let mb = Mailbox::new(false);
+        let n = BLOCK_CAP * 10 + 7;
+        for i in 0..n {
+            assert_eq!(mb.push(i), Ok(false));
+        }
+        assert_eq!(mb.len(), n);
+        let mut rx = unsafe { mb.consumer() };
+        for i in 0..n {
+            assert_eq!(rx.pop(), Some(i));
+        }
+        assert_eq!(rx.pop(), None);
+        assert!(rx.is_drained());
+    }
+
+    #[test]
+    fn try_idle_fails_when_a_message_slipped_in() {
+        let mb = Mailbox::new(false);
+        let mut rx = unsafe { mb.consumer() };
+        assert_eq!(rx.pop(), None);
+        assert_eq!(mb.push(7), Ok(false), "not idle yet: no schedule");
+        assert!(!rx.try_idle(), "the message must be seen");
+        assert_eq!(rx.pop(), Some(7));
+        assert!(rx.try_idle());
+    }
+
+    #[test]
+    fn signal_wakes_and_blocks_idle() {
+        let mb: Mailbox<u8> = Mailbox::new(true);
+        assert_eq!(mb.signal(), Ok(true));
+        assert_eq!(mb.signal(), Ok(false), "already signaled and awake");
+        let mut rx = unsafe { mb.consumer() };
+        assert!(!rx.try_idle(), "a pending signal keeps the owner awake");
+        assert!(rx.take_signaled());
+        assert!(!rx.take_signaled());
+        assert!(rx.try_idle());
+    }
+
+    struct Counted(Arc<StdAtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn close_drains_and_rejects() {
+        let drops = Arc::new(StdAtomicUsize::new(0));
+        let mb = Mailbox::new(false);
+        for _ in 0..100 {
+            mb.push(Counted(drops.clone())).ok().unwrap();
+        }
+        let mut rx = unsafe { mb.consumer() };
+        let mut drained = 0;
+        rx.close(|m| {
+            drained += 1;
+            drop(m)
+        });
+        assert_eq!(drained, 100);
+        assert_eq!(drops.load(std::sync::atomic::Ordering::Relaxed), 100);
+        let rejected = mb.push(Counted(drops.clone()));
+        assert!(rejected.is_err(), "closed mailbox gives the message back");
+        drop(rejected);
+        assert_eq!(drops.load(std::sync::atomic::Ordering::Relaxed), 101);
+        assert_eq!(
+            mb.signal(),
+            Ok(false),
+            "a stopping owner still takes signals"
+        );
+        assert!(rx.take_signaled());
+        assert!(
+            rx.try_idle(),
+            "closed and drained: may idle while waiting for signals"
+        );
+        assert_eq!(mb.signal(), Ok(true));
+        rx.terminate();
+        drop(rx);
+        assert_eq!(mb.signal(), Err(Closed(())), "terminated: no more signals");
+    }
+
+    #[test]
+    fn destructors_of_unread_messages_run() {
+        let drops = Arc::new(StdAtomicUsize::new(0));
+        {
+            let mb = Mailbox::new(false);
+            for _ in 0..(BLOCK_CAP * 3 + 1) {
+                mb.push(Counted(drops.clone())).ok().unwrap();
+            }
+        }
+        assert_eq!(
+            drops.load(std::sync::atomic::Ordering::Relaxed),
+            BLOCK_CAP * 3 + 1
+        );
+    }
+
+    /// Many producers, one consumer that goes idle whenever it can; every message arrives once,
+    /// in per-producer order, and the owner is never scheduled twice at once.
+    #[test]
+    fn stampede_with_idle_protocol() {
+        const PRODUCERS: usize = 4;
+        const PER: usize = 200_000;
+        let mb = Arc::new(Mailbox::<(usize, usize)>::new(true));
+        let scheduled = Arc::new(StdAtomicUsize::new(0));
+        let handles: Vec<_> = (0..PRODUCERS)
+            .map(|p| {
+                let mb = mb.clone();
+                let scheduled = scheduled.clone();
+                std::thread::spawn(move || {
+                    for i in 0..PER {
+                        if mb.push((p, i)).unwrap() {
+                            scheduled.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut next = [0usize; PRODUCERS];
+        let mut received = 0;
+        let mut turns = 0;
+        while received < PRODUCERS * PER {
+            // Wait to be "scheduled".
+            while scheduled.load(std::sync::atomic::Ordering::SeqCst) == turns {
+                std::hint::spin_loop();
+            }
+            turns += 1;
+            assert_eq!(scheduled.load(std::sync::atomic::Ordering::SeqCst), turns);
+            let mut rx = unsafe { mb.consumer() };
+            loop {
+                while let Some((p, i)) = rx.pop() {
+                    assert_eq!(next[p], i, "per-producer order");
+                    next[p] += 1;
+                    received += 1;
+                }
+                if rx.try_idle() {
+                    break;
+                }
+            }
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(next, [PER; PRODUCERS]);
+    }
+}

@@ -1,0 +1,124 @@
+//! Parking and waking workers. The protocol and its proof sketch are in `README.md` next to
+//! this file; the short of it:
+//!
+//! - A worker with nothing to do *searches* (steals) for a short, bounded while, then registers
+//!   as a *sleeper*, looks once more, and parks.
+//! - Whoever makes work visible to other workers (pushes to the injector or to a local queue
+//!   while busy) calls [`Idle::notify_one`], which wakes one sleeper unless a worker is already
+//!   searching: that searcher will find the work, or look again after registering to sleep.
+//! - A woken worker counts as searching; when a searcher finds work and it was the last
+//!   searcher, it wakes one more if work remains, so a burst of work fans out across workers.
+
+use crossbeam_utils::sync::{Parker, Unparker};
+
+use crate::loom::{fence, AtomicUsize, Mutex, Ordering};
+
+pub(crate) struct Idle {
+    /// Workers registered in `sleepers` (parked, or about to park).
+    num_sleeping: AtomicUsize,
+    /// Workers awake and looking for work.
+    num_searching: AtomicUsize,
+    /// Indices of sleeping workers, most recent last (woken first: its cache is warmest).
+    sleepers: Mutex<Vec<usize>>,
+    unparkers: Box<[Unparker]>,
+}
+
+impl Idle {
+    /// One parker per worker; `unparkers[i]` wakes worker `i`.
+    pub(crate) fn new(parkers: &[Parker]) -> Self {
+        Self {
+            num_sleeping: AtomicUsize::new(0),
+            // Workers start awake and searching.
+            num_searching: AtomicUsize::new(parkers.len()),
+            sleepers: Mutex::new(Vec::with_capacity(parkers.len())),
+            unparkers: parkers.iter().map(|p| p.unparker().clone()).collect(),
+        }
+    }
+
+    /// Called after work was made visible to other workers.
+    #[inline]
+    pub(crate) fn notify_one(&self) {
+        // SeqCst fence: orders the caller's push before the loads below, and pairs with the
+        // fence in `register_sleeper`, so either we see the sleeper or it sees the work.
+        fence(Ordering::SeqCst);
+        if self.num_searching.load(Ordering::Relaxed) > 0
+            || self.num_sleeping.load(Ordering::Relaxed) == 0
+        {
+            return;
+        }
+        self.wake_one();
+    }
+
+    #[cold]
+    fn wake_one(&self) {
+        let mut sleepers = self.lock();
+        let Some(index) = sleepers.pop() else {
+            return;
+        };
+        // The woken worker counts as searching from now, so other notifiers don't wake more.
+        self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
+        self.num_searching.fetch_add(1, Ordering::SeqCst);
+        drop(sleepers);
+        self.unparkers[index].unpark();
+    }
+
+    /// A searching worker found work. Returns true if it was the last searcher, in which case
+    /// the caller should `notify_one` if it can see more work.
+    #[inline]
+    pub(crate) fn stop_searching(&self) -> bool {
+        self.num_searching.fetch_sub(1, Ordering::SeqCst) == 1
+    }
+
+    /// A worker that ran out of local work starts searching.
+    pub(crate) fn start_searching(&self) {
+        self.num_searching.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A searching worker gives up and will sleep. Follow with `register_sleeper`.
+    pub(crate) fn give_up_searching(&self) {
+        self.num_searching.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Registers worker `index` as sleeping. The caller must then look for work once more
+    /// (and call `cancel_sleep` if it finds any) before parking.
+    pub(crate) fn register_sleeper(&self, index: usize) {
+        let mut sleepers = self.lock();
+        sleepers.push(index);
+        self.num_sleeping.fetch_add(1, Ordering::SeqCst);
+        drop(sleepers);
+        // Pairs with the fence in `notify_one`.
+        fence(Ordering::SeqCst);
+    }
+
+    /// Worker `index` is awake again (it found work before parking, or its park returned).
+    /// Afterwards it counts as searching, whether a notifier woke it or not.
+    pub(crate) fn wake_up(&self, index: usize) {
+        let mut sleepers = self.lock();
+        if let Some(pos) = sleepers.iter().position(|&i| i == index) {
+            // Not taken by a notifier: undo our own registration.
+            sleepers.swap_remove(pos);
+            self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
+            self.num_searching.fetch_add(1, Ordering::SeqCst);
+        }
+        // Otherwise a notifier popped us and already counted us as searching.
+    }
+
+    /// Wakes every worker (shutdown).
+    pub(crate) fn wake_all(&self) {
+        let mut sleepers = self.lock();
+        for index in sleepers.drain(..) {
+            self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
+            self.num_searching.fetch_add(1, Ordering::SeqCst);
+            self.unparkers[index].unpark();
+        }
+        drop(sleepers);
+        for unparker in self.unparkers.iter() {
+            unparker.unpark();
+        }
+    }
+
+    fn lock(&self) -> crate::loom::MutexGuard<'_, Vec<usize>> {
+        // Every critical section is a push, pop or remove: a poisoned lock is still consistent.
+        self.sleepers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

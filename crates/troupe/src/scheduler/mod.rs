@@ -1,0 +1,148 @@
+//! The scheduler: pools of worker threads that run actor turns.
+//!
+//! A pool has one worker per thread. Each worker owns a FIFO run queue (a crossbeam-deque
+//! `Worker`, which other workers steal from), and a one-slot LIFO "next" position; the pool
+//! has a global `Injector` for actors scheduled from outside it.
+//!
+//! Where a newly runnable actor goes:
+//! - scheduled by an actor running on a worker of the same pool: into that worker's LIFO slot,
+//!   so it runs next, on the same core, with the message still in cache (the slot's previous
+//!   occupant moves to the back of the local queue);
+//! - scheduled from anywhere else (a plain thread, another pool, a dedicated actor thread):
+//!   into the injector, and a sleeping worker is woken;
+//! - an actor whose turn used its whole budget (`throughput` messages): to the back of its
+//!   worker's local queue, so others get their turn.
+//!
+//! Actors placed on their own thread are in [`dedicated`]; parking is in [`idle`] (see its
+//! README for the protocol).
+
+pub(crate) mod dedicated;
+mod idle;
+mod worker;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_deque::{Injector, Stealer};
+use crossbeam_utils::sync::Parker;
+
+use crate::cell::{Executor, RawActor};
+use crate::error::BuildError;
+
+pub(crate) use idle::Idle;
+
+/// State shared by the workers of one pool and by everyone who schedules onto it.
+pub(crate) struct PoolShared {
+    pub(crate) name: String,
+    injector: Injector<RawActor>,
+    stealers: Box<[Stealer<RawActor>]>,
+    idle: Idle,
+    /// Messages an actor may handle in one turn before it yields.
+    throughput: usize,
+    shutdown: AtomicBool,
+}
+
+impl PoolShared {
+    /// Schedules onto this pool from a thread that is not one of its workers.
+    fn inject(&self, actor: RawActor) {
+        self.injector.push(actor);
+        self.idle.notify_one();
+    }
+}
+
+/// A running pool: its shared state and its threads.
+pub(crate) struct Pool {
+    pub(crate) shared: Arc<PoolShared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Pool {
+    /// Starts `workers` threads named `<name>-<i>`.
+    pub(crate) fn start(name: &str, workers: usize, throughput: usize) -> Result<Self, BuildError> {
+        if workers == 0 {
+            return Err(BuildError::Config(format!(
+                "pool `{name}` needs at least one worker"
+            )));
+        }
+        if throughput == 0 {
+            return Err(BuildError::Config(format!(
+                "pool `{name}` needs a throughput of at least one message per turn"
+            )));
+        }
+        let queues: Vec<_> = (0..workers)
+            .map(|_| crossbeam_deque::Worker::new_fifo())
+            .collect();
+        let parkers: Vec<_> = (0..workers).map(|_| Parker::new()).collect();
+        let shared = Arc::new(PoolShared {
+            name: name.to_owned(),
+            injector: Injector::new(),
+            stealers: queues.iter().map(|q| q.stealer()).collect(),
+            idle: Idle::new(&parkers),
+            throughput,
+            shutdown: AtomicBool::new(false),
+        });
+        let mut threads = Vec::with_capacity(workers);
+        for (index, (queue, parker)) in queues.into_iter().zip(parkers).enumerate() {
+            let for_worker = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{name}-{index}"))
+                .spawn(move || worker::run(for_worker, index, queue, parker));
+            match spawned {
+                Ok(handle) => threads.push(handle),
+                Err(e) => {
+                    let pool = Pool { shared, threads };
+                    pool.stop();
+                    return Err(BuildError::Thread(e));
+                }
+            }
+        }
+        Ok(Pool { shared, threads })
+    }
+
+    /// Stops the workers and joins them. Actors must already have stopped.
+    pub(crate) fn stop(mut self) {
+        self.stop_threads();
+    }
+
+    fn stop_threads(&mut self) {
+        self.shared
+            .shutdown
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.shared.idle.wake_all();
+        for handle in self.threads.drain(..) {
+            // A worker never panics (turns catch handler panics); if one did, there is nothing
+            // better to do during shutdown than to carry on joining the rest.
+            let _ = handle.join();
+        }
+    }
+
+    /// Worker threads in this pool.
+    pub(crate) fn size(&self) -> usize {
+        self.shared.stealers.len()
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.stop_threads();
+        }
+    }
+}
+
+/// Makes `actor` runnable on its executor. Called only by the party that cleared the actor's
+/// IDLE bit (or by the spawner, for the first turn).
+#[inline]
+pub(crate) fn schedule(actor: RawActor) {
+    // SAFETY: whoever may schedule the actor holds a reference that keeps it alive (a sender's
+    // `Addr`, the spawner, or the running turn), and the executor never changes.
+    match unsafe { &actor.header().executor } {
+        Executor::Pool(pool) => {
+            if !worker::schedule_local(pool, actor) {
+                pool.inject(actor);
+            }
+        }
+        Executor::Thread(waker) => waker.wake(),
+    }
+}
