@@ -17,7 +17,7 @@ use std::ptr;
 use crate::actor::{Actor, Context};
 
 /// Bytes of message stored inline in an envelope (larger messages are boxed).
-pub(crate) const INLINE_BYTES: usize = 32;
+pub(crate) const INLINE_BYTES: usize = 24;
 const INLINE_WORDS: usize = INLINE_BYTES / mem::size_of::<usize>();
 
 /// Something that can be delivered to an actor of type `A`: a told message, an asked message

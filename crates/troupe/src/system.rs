@@ -46,6 +46,7 @@ const REGISTRY_SHARDS: usize = 16;
 
 /// What every actor's context and the system handle share.
 pub(crate) struct SystemShared {
+    name: String,
     pool: Arc<PoolShared>,
     registry: Box<[CachePadded<Mutex<slab::Slab<ChildRef>>>]>,
     live: CachePadded<AtomicUsize>,
@@ -110,7 +111,7 @@ pub(crate) fn start<A: Actor>(system: &SystemShared, cell: &Arc<ActorCell<A>>) {
     match &cell.header_executor() {
         Executor::Pool(_) => scheduler::schedule(raw),
         Executor::Thread(waker) => {
-            let name = format!("troupe-actor-{}", cell.id());
+            let name = format!("{}-actor-{}", system.name, cell.id());
             // SAFETY: freshly built cell, alive reference held, first turn not yet scheduled.
             match unsafe { dedicated::start(raw, waker, name) } {
                 Ok(handle) => {
@@ -192,7 +193,8 @@ impl SystemBuilder {
         self
     }
 
-    /// Prefix of worker thread names (default `troupe`).
+    /// Prefix of thread names: workers are `<name>-<i>`, thread-backed actors
+    /// `<name>-actor-<id>` (default `troupe`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
@@ -202,6 +204,7 @@ impl SystemBuilder {
     pub fn build(self) -> Result<System, BuildError> {
         let pool = Pool::start(&self.name, self.workers, self.throughput)?;
         let shared = Arc::new(SystemShared {
+            name: self.name,
             pool: pool.shared.clone(),
             registry: (0..REGISTRY_SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(slab::Slab::new())))
