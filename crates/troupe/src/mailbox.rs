@@ -512,6 +512,7 @@ mod tests {
         let mb = Mailbox::new(true);
         assert_eq!(mb.push(1), Ok(true), "first push wakes the idle owner");
         assert_eq!(mb.push(2), Ok(false));
+        // SAFETY: this test thread is the only consumer.
         let mut rx = unsafe { mb.consumer() };
         assert_eq!(rx.pop(), Some(1));
         assert_eq!(rx.pop(), Some(2));
@@ -529,6 +530,7 @@ mod tests {
             assert_eq!(mb.push(i), Ok(false));
         }
         assert_eq!(mb.len(), n);
+        // SAFETY: this test thread is the only consumer.
         let mut rx = unsafe { mb.consumer() };
         for i in 0..n {
             assert_eq!(rx.pop(), Some(i));
@@ -540,6 +542,7 @@ mod tests {
     #[test]
     fn try_idle_fails_when_a_message_slipped_in() {
         let mb = Mailbox::new(false);
+        // SAFETY: this test thread is the only consumer.
         let mut rx = unsafe { mb.consumer() };
         assert_eq!(rx.pop(), None);
         assert_eq!(mb.push(7), Ok(false), "not idle yet: no schedule");
@@ -553,6 +556,7 @@ mod tests {
         let mb: Mailbox<u8> = Mailbox::new(true);
         assert_eq!(mb.signal(), Ok(true));
         assert_eq!(mb.signal(), Ok(false), "already signaled and awake");
+        // SAFETY: this test thread is the only consumer.
         let mut rx = unsafe { mb.consumer() };
         assert!(!rx.try_idle(), "a pending signal keeps the owner awake");
         assert!(rx.take_signaled());
@@ -574,6 +578,7 @@ mod tests {
         for _ in 0..100 {
             mb.push(Counted(drops.clone())).ok().unwrap();
         }
+        // SAFETY: this test thread is the only consumer.
         let mut rx = unsafe { mb.consumer() };
         let mut drained = 0;
         rx.close(|m| {
@@ -648,6 +653,7 @@ mod tests {
             }
             turns += 1;
             assert_eq!(scheduled.load(std::sync::atomic::Ordering::SeqCst), turns);
+            // SAFETY: this test thread is the only consumer.
             let mut rx = unsafe { mb.consumer() };
             loop {
                 while let Some((p, i)) = rx.pop() {
@@ -679,6 +685,7 @@ mod loom_tests {
     /// round again. Returns the messages seen.
     fn drain_turn(mb: &Mailbox<usize>, seen: &mut Vec<usize>) {
         // SAFETY: the test gives each turn exclusive consumer rights.
+        // SAFETY: this test thread is the only consumer.
         let mut rx = unsafe { mb.consumer() };
         loop {
             while let Some(m) = rx.pop() {
@@ -748,6 +755,7 @@ mod loom_tests {
             let mut seen = Vec::new();
             while seen.len() < 5 {
                 // SAFETY: only this thread consumes.
+                // SAFETY: this test thread is the only consumer.
                 let mut rx = unsafe { mb.consumer() };
                 while let Some(m) = rx.pop() {
                     seen.push(m);
@@ -776,6 +784,7 @@ mod loom_tests {
             };
             // The consumer's turn: it either sees the signal or goes idle and is woken.
             // SAFETY: only this thread consumes.
+            // SAFETY: this test thread is the only consumer.
             let mut rx = unsafe { mb.consumer() };
             let mut got = rx.take_signaled();
             if !got {
@@ -784,6 +793,7 @@ mod loom_tests {
                     signaller.join().unwrap();
                     assert_eq!(woke.load(Ordering::SeqCst), 1, "idle owner must be woken");
                     // SAFETY: woken, so this thread consumes again.
+                    // SAFETY: this test thread is the only consumer.
                     let mut rx = unsafe { mb.consumer() };
                     assert!(rx.take_signaled());
                     return;
@@ -820,6 +830,7 @@ mod loom_tests {
             let mut drained = 0;
             {
                 // SAFETY: only this thread consumes.
+                // SAFETY: this test thread is the only consumer.
                 let mut rx = unsafe { mb.consumer() };
                 rx.close(|_| drained += 1);
             }

@@ -53,7 +53,8 @@ impl Actor for Tracked {
     }
 }
 
-struct Poke(Option<common::Counted>);
+/// Carries a counted value so tests can see when the message itself is dropped.
+struct Poke(#[allow(dead_code)] Option<common::Counted>);
 impl Message for Poke {
     type Reply = ();
 }

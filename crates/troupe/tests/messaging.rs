@@ -176,11 +176,11 @@ fn ask_answered_as_a_message() {
 }
 
 /// Messages big enough to be boxed behave like small ones, and nothing leaks either way.
-struct Big([u64; 16], common::Counted);
+struct Big([u64; 16], #[allow(dead_code)] common::Counted);
 impl Message for Big {
     type Reply = u64;
 }
-struct Small(common::Counted);
+struct Small(#[allow(dead_code)] common::Counted);
 impl Message for Small {
     type Reply = ();
 }

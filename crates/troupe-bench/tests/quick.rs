@@ -1,0 +1,116 @@
+//! The whole suite at `--quick` sizes, end to end: every scenario runs, validates its own work,
+//! and prints well-formed JSON lines. Checks results and schema, never timings.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Vec<Value> {
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe-bench"))
+        .args(args)
+        .output()
+        .expect("run troupe-bench");
+    assert!(
+        output.status.success(),
+        "troupe-bench {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("utf-8 output")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line}: {e}")))
+        .collect()
+}
+
+#[test]
+fn quick_suite_produces_valid_validated_results() {
+    let records = bench(&["all", "--quick", "--json"]);
+    let mut seen = BTreeSet::new();
+    for r in &records {
+        for key in ["scenario", "metric", "contender", "unit"] {
+            assert!(r[key].is_string(), "{key} missing in {r}");
+        }
+        assert!(r["params"].is_object());
+        assert_eq!(r["validated"], Value::Bool(true), "{r}");
+        let samples = r["samples"].as_array().expect("samples");
+        assert_eq!(samples.len(), 2, "--quick measures two repetitions");
+        let (min, max, median) = (
+            r["min"].as_f64().unwrap(),
+            r["max"].as_f64().unwrap(),
+            r["median"].as_f64().unwrap(),
+        );
+        assert!(min <= median && median <= max, "{r}");
+        assert!(min > 0.0, "a positive figure: {r}");
+        let machine = &r["machine"];
+        for key in ["cpu", "os", "runtime", "compiler", "commit"] {
+            assert!(machine[key].is_string(), "machine.{key} missing in {r}");
+        }
+        assert!(machine["cores"].as_u64().unwrap() >= 1);
+        seen.insert(format!(
+            "{}/{}/{}",
+            r["scenario"].as_str().unwrap(),
+            r["metric"].as_str().unwrap(),
+            r["contender"].as_str().unwrap()
+        ));
+    }
+    for expected in [
+        "ring/construct/troupe",
+        "ring/throughput/troupe",
+        "ring/throughput/troupe-thread",
+        "spawn/spawn_time/troupe",
+        "spawn/memory/troupe",
+        "counter/throughput/troupe",
+        "chain/elapsed/troupe",
+        "chain/elapsed/os-threads",
+    ] {
+        assert!(seen.contains(expected), "no {expected} result in {seen:?}");
+    }
+}
+
+#[test]
+fn each_scenario_takes_its_documented_flags() {
+    let ring = bench(&[
+        "ring", "--actors", "10", "--rounds", "5", "--repeat", "1", "--warmup", "0", "--json",
+    ]);
+    assert_eq!(ring.len(), 2);
+    assert_eq!(ring[1]["params"]["actors"], 10);
+    assert_eq!(ring[1]["params"]["rounds"], 5);
+    assert_eq!(ring[1]["samples"].as_array().unwrap().len(), 1);
+
+    let counter = bench(&[
+        "counter", "--producers", "3", "--per-producer", "100,200", "--repeat", "1", "--json",
+    ]);
+    assert_eq!(counter.len(), 2);
+    assert_eq!(counter[0]["params"]["producers"], 3);
+    assert_eq!(counter[1]["params"]["per_producer"], 200);
+
+    let chain = bench(&[
+        "chain", "--length", "20", "--mode", "threads", "--repeat", "1", "--json",
+    ]);
+    assert_eq!(chain[0]["contender"], "os-threads");
+    assert_eq!(chain[0]["params"]["length"], 20);
+
+    let spawn = bench(&["spawn", "--actors", "500", "--repeat", "1", "--json"]);
+    assert_eq!(spawn.len(), 2);
+    assert_eq!(spawn[1]["unit"], "bytes/actor");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe-bench"))
+        .args(["ring", "--actors", "1", "--rounds", "5"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("at least 2 actors"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe-bench"))
+        .args(["counter", "--repeat", "0"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--repeat"));
+}

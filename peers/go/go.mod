@@ -1,0 +1,3 @@
+module troupe/peers/go
+
+go 1.19

@@ -1,0 +1,30 @@
+package troupe.peer.jvm.pekko;
+
+import java.util.function.Function;
+import org.apache.pekko.Done;
+import org.apache.pekko.actor.AbstractActor;
+import org.apache.pekko.actor.Props;
+
+/**
+ * The parent of one repetition's actors. It runs a {@link Build} recipe in its own context (so
+ * the actors the recipe spawns are its children) and replies with what the recipe returned.
+ * Stopping the host stops every actor of the repetition, and its termination says they are gone.
+ */
+final class Host extends AbstractActor {
+    /** Spawns and wires actors in the host's context; returns what the asker needs (or null). */
+    record Build(Function<AbstractActor.ActorContext, Object> recipe) {}
+
+    static Props props() {
+        return Props.create(Host.class, Host::new);
+    }
+
+    @Override
+    public Receive createReceive() {
+        return receiveBuilder()
+                .match(Build.class, build -> {
+                    Object result = build.recipe().apply(getContext());
+                    getSender().tell(result == null ? Done.getInstance() : result, getSelf());
+                })
+                .build();
+    }
+}
