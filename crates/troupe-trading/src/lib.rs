@@ -1,0 +1,1 @@
+//! The limit-order trading system of seed 003, built on troupe.
