@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 use serde_json::json;
-use troupe::{Actor, Addr, Context, Handler, Message};
+use troupe::{Actor, Addr, Context, Handler, Message, Placement};
 
 use crate::report::{ms, Record, Runner};
 use crate::SystemConfig;
@@ -30,9 +30,9 @@ impl Mode {
         }
     }
 
-    fn contender(self) -> &'static str {
+    fn contender(self, placement: Placement) -> &'static str {
         match self {
-            Mode::Actors => "troupe",
+            Mode::Actors => crate::ring::contender(placement),
             Mode::Threads => "os-threads",
         }
     }
@@ -94,13 +94,19 @@ impl Handler<Item> for Stage {
     }
 }
 
-pub fn run(runner: &Runner, config: &SystemConfig, length: usize, mode: Mode) -> Result<()> {
+pub fn run(
+    runner: &Runner,
+    config: &SystemConfig,
+    length: usize,
+    mode: Mode,
+    placement: Placement,
+) -> Result<()> {
     ensure!(length >= 1, "a chain needs at least 1 stage");
     let label = format!("chain {} {}", length, mode.name());
     let [elapsed] = match mode {
         Mode::Actors => {
             let system = config.build()?;
-            let samples = runner.measure(&label, || once_actors(&system, length))?;
+            let samples = runner.measure(&label, || once_actors(&system, length, placement))?;
             system.shutdown_timeout(Duration::from_secs(60))?;
             samples
         }
@@ -116,13 +122,16 @@ pub fn run(runner: &Runner, config: &SystemConfig, length: usize, mode: Mode) ->
         .expect("object")
         .clone();
     let notes = match mode {
+        Mode::Actors if placement == Placement::Thread => {
+            format!("{}; every stage on its own OS thread", config.notes())
+        }
         Mode::Actors => config.notes(),
         Mode::Threads => "one OS thread per stage, std sync_channel(1) between stages".to_owned(),
     };
     runner.emit(&Record::new(
         "chain",
         "elapsed",
-        mode.contender(),
+        mode.contender(placement),
         params,
         "ms",
         elapsed,
@@ -142,24 +151,30 @@ fn validate(tally: &Tally, n: u64) -> Result<()> {
     Ok(())
 }
 
-fn once_actors(system: &troupe::System, length: usize) -> Result<[f64; 1]> {
+fn once_actors(system: &troupe::System, length: usize, placement: Placement) -> Result<[f64; 1]> {
     let n = length as u64;
     let (done_tx, done_rx) = mpsc::channel();
     // Build from the sink backwards so each stage knows its successor at birth.
     let mut stages = Vec::with_capacity(length);
-    let mut next = system.spawn(Stage {
-        next: Next::Sink {
-            expected: n,
-            count: 0,
-            sum: 0,
-            done: Some(done_tx),
+    let mut next = system.spawn_on(
+        Stage {
+            next: Next::Sink {
+                expected: n,
+                count: 0,
+                sum: 0,
+                done: Some(done_tx),
+            },
         },
-    });
+        placement,
+    );
     stages.push(next.clone());
     for _ in 1..length {
-        next = system.spawn(Stage {
-            next: Next::Stage(next),
-        });
+        next = system.spawn_on(
+            Stage {
+                next: Next::Stage(next),
+            },
+            placement,
+        );
         stages.push(next.clone());
     }
     let first = next;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 use serde_json::json;
-use troupe::{Actor, Addr, Context, Handler, Message};
+use troupe::{Actor, Addr, Context, Handler, Message, Placement};
 
 use crate::report::{Record, Runner};
 use crate::SystemConfig;
@@ -65,10 +65,17 @@ impl Handler<Produce> for Producer {
     }
 }
 
-pub fn run(runner: &Runner, config: &SystemConfig, producers: usize, per: &[u64]) -> Result<()> {
+pub fn run(
+    runner: &Runner,
+    config: &SystemConfig,
+    producers: usize,
+    per: &[u64],
+    placement: Placement,
+) -> Result<()> {
     ensure!(producers >= 1, "counter needs at least 1 producer");
     let system = config.build()?;
-    let counter = system.spawn(Counter { total: 0 });
+    // With `thread` placement the counting actor has an OS thread of its own.
+    let counter = system.spawn_on(Counter { total: 0 }, placement);
     let workers: Vec<Addr<Producer>> = (0..producers)
         .map(|_| {
             system.spawn(Producer {
@@ -106,14 +113,21 @@ pub fn run(runner: &Runner, config: &SystemConfig, producers: usize, per: &[u64]
             .as_object()
             .expect("object")
             .clone();
+        let notes = match placement {
+            Placement::Thread => format!(
+                "{}; producers are actors on the pool, the counting actor has its own thread",
+                config.notes()
+            ),
+            _ => format!("{}; producers are actors on the same pool", config.notes()),
+        };
         runner.emit(&Record::new(
             "counter",
             "throughput",
-            "troupe",
+            crate::ring::contender(placement),
             params,
             "msgs/s",
             throughput,
-            &format!("{}; producers are actors on the same pool", config.notes()),
+            &notes,
         ))?;
     }
     system.shutdown_timeout(Duration::from_secs(60))?;

@@ -5,6 +5,7 @@
 //! every peer program shares (`peers/PROTOCOL.md`).
 
 mod chain;
+mod compare;
 mod counter;
 mod report;
 mod ring;
@@ -49,6 +50,10 @@ struct Global {
     /// Messages an actor handles per turn before yielding its worker.
     #[arg(long, global = true, default_value_t = 64)]
     throughput: usize,
+    /// Where the scenario's actors run: `pool` (lightweight) or `thread` (one OS thread each;
+    /// ring, counter and chain).
+    #[arg(long, global = true, value_enum, default_value_t = PlacementArg::Pool)]
+    placement: PlacementArg,
 }
 
 #[derive(Subcommand, Debug)]
@@ -59,9 +64,6 @@ enum Command {
         actors: u32,
         #[arg(long, default_value_t = 1_000_000)]
         rounds: u64,
-        /// `pool` (lightweight actors) or `thread` (each actor on its own OS thread).
-        #[arg(long, value_enum, default_value_t = PlacementArg::Pool)]
-        placement: PlacementArg,
     },
     /// Seed 000 at scale: spawn N idle actors; time per spawn, memory per actor.
     Spawn {
@@ -89,6 +91,31 @@ enum Command {
         /// Also run the chain of 10,000 OS threads (takes many minutes).
         #[arg(long)]
         full: bool,
+    },
+    /// Every contender (troupe and the peers under `peers/`) on the same scenarios, interleaved;
+    /// prints a table with ratios and writes raw JSON and Markdown into the results folder.
+    Compare {
+        /// Scenarios to compare (default: all).
+        #[arg(value_enum)]
+        scenarios: Vec<compare::Scenario>,
+        /// Only these contenders (comma-separated names, e.g. troupe,erlang,go-chan).
+        #[arg(long, value_delimiter = ',')]
+        contenders: Vec<String>,
+        /// Folder holding the peer programs (default: ./peers, else the repository's).
+        #[arg(long)]
+        peers_dir: Option<std::path::PathBuf>,
+        /// Folder to write the results into.
+        #[arg(long, default_value = "results")]
+        results_dir: std::path::PathBuf,
+        /// Do not run the peers' build scripts (use what is built).
+        #[arg(long)]
+        no_build: bool,
+        /// Rounds of the ring (default 100,000: 10 M messages for 100 actors).
+        #[arg(long)]
+        ring_rounds: Option<u64>,
+        /// Longest wait for one contender process, in seconds.
+        #[arg(long, default_value_t = 1800)]
+        timeout: u64,
     },
 }
 
@@ -146,11 +173,7 @@ fn main() -> Result<()> {
     let quick = g.quick;
 
     match cli.command {
-        Command::Ring {
-            actors,
-            rounds,
-            placement,
-        } => {
+        Command::Ring { actors, rounds } => {
             let (actors, rounds) = if quick {
                 (actors.min(100), rounds.min(100))
             } else {
@@ -162,7 +185,7 @@ fn main() -> Result<()> {
                 ring::RingParams {
                     actors,
                     rounds,
-                    placement: placement.into(),
+                    placement: g.placement.into(),
                 },
             )
         }
@@ -177,15 +200,56 @@ fn main() -> Result<()> {
         } => {
             let producers = producers.unwrap_or(config.workers);
             let per = counter_series(per_producer, quick);
-            counter::run(&runner, &config, producers, &per)
+            counter::run(&runner, &config, producers, &per, g.placement.into())
         }
         Command::Chain { length, mode } => chain::run(
             &runner,
             &config,
             if quick { length.min(100) } else { length },
             mode,
+            g.placement.into(),
         ),
         Command::All { full } => all(&runner, &config, quick, full),
+        Command::Compare {
+            scenarios,
+            contenders,
+            peers_dir,
+            results_dir,
+            no_build,
+            ring_rounds,
+            timeout,
+        } => {
+            let options = compare::CompareOptions {
+                scenarios: if scenarios.is_empty() {
+                    vec![
+                        compare::Scenario::Ring,
+                        compare::Scenario::Spawn,
+                        compare::Scenario::Counter,
+                        compare::Scenario::Chain,
+                    ]
+                } else {
+                    scenarios
+                },
+                only: contenders,
+                peers_dir: peers_dir.unwrap_or_else(compare::default_peers_dir),
+                results_dir,
+                build: !no_build,
+                quick,
+                ring_rounds,
+                timeout: std::time::Duration::from_secs(timeout),
+            };
+            compare::validate(&options)?;
+            let runner = Runner {
+                warmup: 0,
+                repeat: if quick {
+                    1
+                } else {
+                    g.repeat.min(runner.repeat)
+                },
+                json: g.json,
+            };
+            compare::run(&runner, &options)
+        }
     }
 }
 
@@ -238,6 +302,7 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
         config,
         config.workers,
         &counter_series(Vec::new(), quick),
+        Placement::Pool,
     )?;
     let actor_chains: &[usize] = if quick {
         &[10, 100]
@@ -245,7 +310,7 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
         &[10, 100, 1_000, 10_000]
     };
     for &n in actor_chains {
-        chain::run(&long, config, n, chain::Mode::Actors)?;
+        chain::run(&long, config, n, chain::Mode::Actors, Placement::Pool)?;
     }
     let thread_chains: &[usize] = match (quick, full) {
         (true, _) => &[10, 100],
@@ -253,7 +318,7 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
         (false, true) => &[10, 100, 1_000, 10_000],
     };
     for &n in thread_chains {
-        chain::run(&long, config, n, chain::Mode::Threads)?;
+        chain::run(&long, config, n, chain::Mode::Threads, Placement::Pool)?;
     }
     Ok(())
 }

@@ -144,7 +144,10 @@ pub fn run(runner: &Runner, config: &SystemConfig, p: RingParams) -> Result<()> 
     let contender = contender(p.placement);
     let params = json!({"actors": p.actors, "rounds": p.rounds});
     let params = params.as_object().expect("object").clone();
-    let notes = config.notes();
+    let notes = match p.placement {
+        Placement::Thread => format!("{}; every node on its own OS thread", config.notes()),
+        _ => config.notes(),
+    };
     runner.emit(&Record::new(
         "ring",
         "construct",

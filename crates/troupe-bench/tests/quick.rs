@@ -79,7 +79,14 @@ fn each_scenario_takes_its_documented_flags() {
     assert_eq!(ring[1]["samples"].as_array().unwrap().len(), 1);
 
     let counter = bench(&[
-        "counter", "--producers", "3", "--per-producer", "100,200", "--repeat", "1", "--json",
+        "counter",
+        "--producers",
+        "3",
+        "--per-producer",
+        "100,200",
+        "--repeat",
+        "1",
+        "--json",
     ]);
     assert_eq!(counter.len(), 2);
     assert_eq!(counter[0]["params"]["producers"], 3);

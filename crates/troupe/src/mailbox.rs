@@ -277,6 +277,7 @@ impl<T> Mailbox<T> {
             head: self.head.with(|p| unsafe { *p }),
             block: self.head_block.load(Ordering::Acquire),
             closed: self.tail.load(Ordering::Relaxed) & CLOSED,
+            released: false,
         }
     }
 
@@ -312,6 +313,9 @@ pub(crate) struct Consumer<'a, T> {
     block: *mut Block<T>,
     /// `CLOSED` if this consumer closed the mailbox (part of the word `try_idle` expects).
     closed: usize,
+    /// Set once `try_idle` succeeded: the owner may already be running elsewhere, so this
+    /// consumer must not write the shared head again (not even when dropped).
+    released: bool,
 }
 
 impl<T> Consumer<'_, T> {
@@ -402,8 +406,9 @@ impl<T> Consumer<'_, T> {
         // The index with no flags but our own CLOSED: no signal pending, nothing unread.
         let expected = self.head | self.closed;
         // Release pairs with the Acquire of the producer whose compare-and-swap clears IDLE:
-        // everything this turn did happens-before the next turn.
-        self.mailbox
+        // everything this turn did (including `publish`) happens-before the next turn.
+        self.released = self
+            .mailbox
             .tail
             .compare_exchange(
                 expected,
@@ -411,7 +416,8 @@ impl<T> Consumer<'_, T> {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             )
-            .is_ok()
+            .is_ok();
+        self.released
     }
 
     /// Closes the mailbox, hands every message still in it to `drain` (in order), and frees its
@@ -476,7 +482,9 @@ impl<T> Consumer<'_, T> {
 
 impl<T> Drop for Consumer<'_, T> {
     fn drop(&mut self) {
-        self.publish();
+        if !self.released {
+            self.publish();
+        }
     }
 }
 

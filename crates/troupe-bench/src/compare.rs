@@ -1,0 +1,782 @@
+//! `troupe-bench compare`: every contender on the same scenario, same parameters, one run.
+//!
+//! Contenders are troupe itself (run as child processes of this program) and the peer programs
+//! under `peers/<runtime>/`, each described by its `peer.json` (see `peers/PROTOCOL.md`).
+//! A peer whose toolchain is missing is skipped with one line saying how to install it.
+//!
+//! Repetitions are interleaved, A B C A B C …, one process per repetition, so drift in the
+//! machine's speed hits every contender alike. JVM contenders are the exception the seeds'
+//! commenters asked for: each runs all its repetitions in one process after a warm-up round,
+//! in its place in the first round, and the table says so.
+//!
+//! Every result line a contender prints is checked: it must be validated by the contender's
+//! own check (token count, sum, delivery), carry the parameters that were asked for, and have
+//! one sample per repetition. Anything else is reported as a failure, never as a figure.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::report::{human, params_text, summarize, Machine, Record, Runner};
+
+/// The scenarios a comparison can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Scenario {
+    Ring,
+    Spawn,
+    Counter,
+    Chain,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Ring => "ring",
+            Scenario::Spawn => "spawn",
+            Scenario::Counter => "counter",
+            Scenario::Chain => "chain",
+        }
+    }
+}
+
+/// Options of `compare`.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    pub scenarios: Vec<Scenario>,
+    /// Only these contenders (empty: all available).
+    pub only: Vec<String>,
+    pub peers_dir: PathBuf,
+    pub results_dir: PathBuf,
+    pub build: bool,
+    pub quick: bool,
+    pub ring_rounds: Option<u64>,
+    /// Longest wait for one process.
+    pub timeout: Duration,
+}
+
+/// A `peer.json` manifest.
+#[derive(Debug, Clone, Deserialize)]
+struct Manifest {
+    runtime: String,
+    contenders: Vec<ContenderSpec>,
+    #[serde(default)]
+    requires: Vec<String>,
+    #[serde(default)]
+    install_hint: String,
+    #[serde(default)]
+    jvm: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct ContenderSpec {
+    name: String,
+    scenarios: Vec<String>,
+    #[serde(default)]
+    describe: String,
+    /// `--mode` to pass for the chain (`actors` unless the contender is made of threads).
+    #[serde(default)]
+    chain_mode: Option<String>,
+}
+
+/// One contender ready to run.
+#[derive(Debug, Clone)]
+struct Contender {
+    name: String,
+    describe: String,
+    program: PathBuf,
+    /// Arguments before the scenario's own (e.g. none), and after (e.g. `--contender x`).
+    extra: Vec<String>,
+    scenarios: Vec<String>,
+    jvm: bool,
+    /// Made of one OS thread per actor: sizes that would take many minutes are scaled down.
+    os_threads: bool,
+    chain_mode: String,
+}
+
+/// One parameter set of one scenario.
+#[derive(Debug, Clone)]
+struct Case {
+    scenario: Scenario,
+    params: Map<String, Value>,
+}
+
+impl Case {
+    fn new(scenario: Scenario, params: Value) -> Self {
+        Case {
+            scenario,
+            params: params.as_object().expect("object").clone(),
+        }
+    }
+
+    /// The case as this contender runs it (threads get smaller rings and chains; None: skip).
+    fn for_contender(&self, c: &Contender) -> Option<Case> {
+        let mut case = self.clone();
+        if c.os_threads {
+            match self.scenario {
+                // One OS context switch per hop: a hundredth of the rounds, same throughput unit.
+                Scenario::Ring => {
+                    let rounds = self.params["rounds"].as_u64()?;
+                    case.params
+                        .insert("rounds".into(), json!((rounds / 100).max(10)));
+                }
+                Scenario::Spawn => return None,
+                // The seed: 10,000 platform threads take many minutes.
+                Scenario::Chain if self.params["length"].as_u64()? > 1_000 => return None,
+                _ => {}
+            }
+        }
+        if self.scenario == Scenario::Chain {
+            case.params.insert("mode".into(), json!(c.chain_mode));
+        }
+        Some(case)
+    }
+
+    fn args(&self) -> Vec<String> {
+        let mut args = vec![self.scenario.name().to_owned()];
+        for (key, value) in &self.params {
+            args.push(format!("--{}", key.replace('_', "-")));
+            args.push(match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+        }
+        args
+    }
+
+    fn key(&self) -> String {
+        format!("{} {}", self.scenario.name(), params_text(&self.params))
+    }
+}
+
+fn cases(options: &CompareOptions) -> Vec<Case> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut out = Vec::new();
+    for &s in &options.scenarios {
+        match (s, options.quick) {
+            (Scenario::Ring, true) => out.push(Case::new(s, json!({"actors": 100, "rounds": 100}))),
+            (Scenario::Ring, false) => out.push(Case::new(
+                s,
+                json!({"actors": 100, "rounds": options.ring_rounds.unwrap_or(100_000)}),
+            )),
+            (Scenario::Spawn, true) => out.push(Case::new(s, json!({"actors": 1_000}))),
+            (Scenario::Spawn, false) => out.push(Case::new(s, json!({"actors": 1_000_000}))),
+            (Scenario::Counter, quick) => out.push(Case::new(
+                s,
+                json!({"producers": cores, "per_producer": if quick { 3_000 } else { 3_000_000 }}),
+            )),
+            (Scenario::Chain, true) => out.push(Case::new(s, json!({"length": 100}))),
+            (Scenario::Chain, false) => {
+                out.push(Case::new(s, json!({"length": 1_000})));
+                out.push(Case::new(s, json!({"length": 10_000})));
+            }
+        }
+    }
+    out
+}
+
+/// troupe's own contenders: this program, run as a child per repetition.
+fn local_contenders() -> Result<Vec<Contender>> {
+    let me = std::env::current_exe().context("locating troupe-bench itself")?;
+    let all = ["ring", "spawn", "counter", "chain"]
+        .map(String::from)
+        .to_vec();
+    Ok(vec![
+        Contender {
+            name: "troupe".into(),
+            describe: "troupe actors on the work-stealing pool (one worker per core)".into(),
+            program: me.clone(),
+            extra: vec!["--json".into()],
+            scenarios: all,
+            jvm: false,
+            os_threads: false,
+            chain_mode: "actors".into(),
+        },
+        Contender {
+            name: "troupe-thread".into(),
+            describe: "troupe actors each on its own OS thread (Placement::Thread)".into(),
+            program: me.clone(),
+            extra: vec!["--json".into(), "--placement".into(), "thread".into()],
+            scenarios: ["ring", "counter", "chain"].map(String::from).to_vec(),
+            jvm: false,
+            os_threads: true,
+            chain_mode: "actors".into(),
+        },
+        Contender {
+            name: "os-threads".into(),
+            describe: "Rust std threads joined by sync_channel(1) buffers".into(),
+            program: me,
+            extra: vec!["--json".into()],
+            scenarios: vec!["chain".into()],
+            jvm: false,
+            os_threads: true,
+            chain_mode: "threads".into(),
+        },
+    ])
+}
+
+fn on_path(command: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            let candidate = dir.join(command);
+            candidate.is_file()
+                && std::fs::metadata(&candidate)
+                    .map(|m| {
+                        use std::os::unix::fs::PermissionsExt;
+                        m.permissions().mode() & 0o111 != 0
+                    })
+                    .unwrap_or(false)
+        })
+    })
+}
+
+/// Reads the peers' manifests, skips the unavailable ones (saying how to install them), and
+/// builds the rest.
+fn peer_contenders(options: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<Contender>> {
+    let mut out = Vec::new();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&options.peers_dir)
+        .with_context(|| format!("reading the peers folder {}", options.peers_dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("peer.json").is_file())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let manifest: Manifest = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("peer.json"))
+                .with_context(|| format!("reading {}", dir.join("peer.json").display()))?,
+        )
+        .with_context(|| format!("parsing {}", dir.join("peer.json").display()))?;
+        let wanted: Vec<&ContenderSpec> = manifest
+            .contenders
+            .iter()
+            .filter(|c| options.only.is_empty() || options.only.contains(&c.name))
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        if let Some(missing) = manifest.requires.iter().find(|r| !on_path(r)) {
+            say(&format!(
+                "skipped {}: `{missing}` is not installed; {}",
+                manifest.runtime, manifest.install_hint
+            ));
+            continue;
+        }
+        if options.build {
+            let started = Instant::now();
+            let build = Command::new("bash")
+                .arg(dir.join("build.sh"))
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .output()
+                .with_context(|| format!("running {}", dir.join("build.sh").display()))?;
+            if !build.status.success() {
+                let stderr = String::from_utf8_lossy(&build.stderr);
+                let last = stderr.lines().rev().take(5).collect::<Vec<_>>();
+                say(&format!(
+                    "skipped {}: build failed ({}): {}",
+                    manifest.runtime,
+                    build.status,
+                    last.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                ));
+                continue;
+            }
+            say(&format!(
+                "built {} in {:.1} s",
+                manifest.runtime,
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        for spec in wanted {
+            out.push(Contender {
+                name: spec.name.clone(),
+                describe: spec.describe.clone(),
+                program: dir.join("run"),
+                extra: vec!["--contender".into(), spec.name.clone()],
+                scenarios: spec.scenarios.clone(),
+                jvm: manifest.jvm,
+                os_threads: spec.chain_mode.as_deref() == Some("threads"),
+                chain_mode: spec.chain_mode.clone().unwrap_or_else(|| "actors".into()),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// What one process run produced.
+enum Outcome {
+    Records(Vec<Record>),
+    Unsupported,
+    Failed(String),
+}
+
+fn run_process(
+    contender: &Contender,
+    case: &Case,
+    warmup: usize,
+    repeat: usize,
+    timeout: Duration,
+) -> Outcome {
+    let mut args = case.args();
+    args.extend(contender.extra.iter().cloned());
+    args.extend([
+        "--warmup".into(),
+        warmup.to_string(),
+        "--repeat".into(),
+        repeat.to_string(),
+    ]);
+    let mut child = match Command::new(&contender.program)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => return Outcome::Failed(format!("could not start: {e}")),
+    };
+    // Read both pipes on their own threads so a chatty child never blocks on a full pipe.
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if started.elapsed() > timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err(format!("timed out after {timeout:?}"));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => break Err(format!("waiting for it failed: {e}")),
+        }
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    let status = match status {
+        Ok(status) => status,
+        Err(why) => return Outcome::Failed(why),
+    };
+    if status.code() == Some(3) && stderr.contains("unsupported") {
+        return Outcome::Unsupported;
+    }
+    let mut records = Vec::new();
+    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Record>(line) {
+            Ok(r) => records.push(r),
+            Err(e) => return Outcome::Failed(format!("unreadable result line ({e}): {line}")),
+        }
+    }
+    if !status.success() {
+        let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+        return Outcome::Failed(format!(
+            "exited with {status}: {}",
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    if let Err(why) = check(&records, contender, case, repeat) {
+        return Outcome::Failed(why);
+    }
+    Outcome::Records(records)
+}
+
+/// A contender's results must be validated, for the parameters asked, one sample per repetition.
+fn check(
+    records: &[Record],
+    contender: &Contender,
+    case: &Case,
+    repeat: usize,
+) -> Result<(), String> {
+    if records.is_empty() {
+        return Err("printed no result".into());
+    }
+    for r in records {
+        if r.scenario != case.scenario.name() {
+            return Err(format!(
+                "reported scenario {} for {}",
+                r.scenario,
+                case.scenario.name()
+            ));
+        }
+        if r.contender != contender.name {
+            return Err(format!(
+                "reported contender {} for {}",
+                r.contender, contender.name
+            ));
+        }
+        if !r.validated {
+            return Err(format!("its own check failed for {}", r.metric));
+        }
+        for (key, asked) in &case.params {
+            if r.params.get(key) != Some(asked) {
+                return Err(format!(
+                    "ran with {key}={:?}, asked {asked}",
+                    r.params.get(key)
+                ));
+            }
+        }
+        // Memory is measured once per process by some peers (allocators keep freed memory).
+        if r.samples.len() != repeat && r.metric != "memory" {
+            return Err(format!(
+                "{} samples for {repeat} repetitions",
+                r.samples.len()
+            ));
+        }
+        if r.samples.iter().any(|s| !s.is_finite() || *s <= 0.0) && r.metric != "memory" {
+            return Err(format!("non-positive sample in {}", r.metric));
+        }
+    }
+    Ok(())
+}
+
+/// Samples gathered for one (case, metric, contender).
+#[derive(Default)]
+struct Gathered {
+    unit: String,
+    samples: Vec<f64>,
+    notes: String,
+    machine: Option<Machine>,
+    failure: Option<String>,
+}
+
+pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
+    let say = |line: &str| eprintln!("{line}");
+    let mut contenders: Vec<Contender> = local_contenders()?
+        .into_iter()
+        .filter(|c| options.only.is_empty() || options.only.contains(&c.name))
+        .collect();
+    contenders.extend(peer_contenders(options, &say)?);
+    if contenders.is_empty() {
+        bail!("no contender to run (check --contenders and the peers folder)");
+    }
+    let repeat = runner.repeat;
+    let cases = cases(options);
+    // (case key, metric) -> contender -> gathered
+    let mut table: BTreeMap<(String, String), BTreeMap<String, Gathered>> = BTreeMap::new();
+    let mut case_of: BTreeMap<String, Case> = BTreeMap::new();
+    let mut raw: Vec<Record> = Vec::new();
+
+    for case in &cases {
+        case_of.insert(case.key(), case.clone());
+        let runnable: Vec<(&Contender, Case)> = contenders
+            .iter()
+            .filter(|c| c.scenarios.iter().any(|s| s == case.scenario.name()))
+            .filter_map(|c| case.for_contender(c).map(|k| (c, k)))
+            .collect();
+        for round in 0..repeat {
+            for (contender, own_case) in &runnable {
+                if contender.jvm && round > 0 {
+                    continue; // ran all its repetitions in round 0
+                }
+                let (warmup, reps) = if contender.jvm { (1, repeat) } else { (0, 1) };
+                say(&format!(
+                    "[{}/{repeat}] {:<18} {}",
+                    round + 1,
+                    contender.name,
+                    own_case.key()
+                ));
+                let outcome = run_process(contender, own_case, warmup, reps, options.timeout);
+                let key_case = case.key();
+                match outcome {
+                    Outcome::Records(records) => {
+                        for r in records {
+                            let slot = table
+                                .entry((key_case.clone(), r.metric.clone()))
+                                .or_default()
+                                .entry(contender.name.clone())
+                                .or_default();
+                            slot.unit = r.unit.clone();
+                            slot.samples.extend(&r.samples);
+                            slot.notes = if own_case.params != case.params {
+                                format!("{} (ran {})", r.notes, params_text(&own_case.params))
+                            } else {
+                                r.notes.clone()
+                            };
+                            slot.machine = Some(r.machine.clone());
+                            raw.push(r);
+                        }
+                    }
+                    Outcome::Unsupported => {
+                        say(&format!(
+                            "  {} does not support {}",
+                            contender.name,
+                            case.key()
+                        ));
+                    }
+                    Outcome::Failed(why) => {
+                        say(&format!(
+                            "  FAILED: {} on {}: {why}",
+                            contender.name,
+                            case.key()
+                        ));
+                        for &metric in metrics_of(case.scenario) {
+                            table
+                                .entry((key_case.clone(), metric.to_owned()))
+                                .or_default()
+                                .entry(contender.name.clone())
+                                .or_default()
+                                .failure = Some(why.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    let markdown = render_markdown(&table, &contenders, repeat);
+    std::fs::create_dir_all(&options.results_dir)
+        .with_context(|| format!("creating {}", options.results_dir.display()))?;
+    let stamp = timestamp();
+    let raw_path = options.results_dir.join(format!("compare-{stamp}.jsonl"));
+    let md_path = options.results_dir.join(format!("compare-{stamp}.md"));
+    let mut raw_file = std::fs::File::create(&raw_path)?;
+    for r in &raw {
+        serde_json::to_writer(&mut raw_file, r)?;
+        writeln!(raw_file)?;
+    }
+    std::fs::write(&md_path, &markdown)?;
+
+    if runner.json {
+        for ((key, metric), by_contender) in &table {
+            let case = &case_of[key];
+            for (name, g) in by_contender {
+                if g.samples.is_empty() {
+                    continue;
+                }
+                let mut record = Record::new(
+                    case.scenario.name(),
+                    metric,
+                    name,
+                    case.params.clone(),
+                    &g.unit,
+                    g.samples.clone(),
+                    &g.notes,
+                );
+                if let Some(m) = &g.machine {
+                    record.machine = m.clone();
+                }
+                runner.emit(&record)?;
+            }
+        }
+    } else {
+        println!("{markdown}");
+    }
+    eprintln!(
+        "results written to {} and {}",
+        raw_path.display(),
+        md_path.display()
+    );
+    let failures: Vec<String> = table
+        .iter()
+        .flat_map(|((key, metric), m)| {
+            m.iter()
+                .filter(|(_, g)| g.failure.is_some())
+                .map(move |(name, _)| format!("{name} on {key} ({metric})"))
+        })
+        .collect();
+    if !failures.is_empty() {
+        bail!("some contenders failed: {}", failures.join("; "));
+    }
+    Ok(())
+}
+
+fn metrics_of(scenario: Scenario) -> &'static [&'static str] {
+    match scenario {
+        Scenario::Ring => &["construct", "throughput"],
+        Scenario::Spawn => &["spawn_time", "memory"],
+        Scenario::Counter => &["throughput"],
+        Scenario::Chain => &["elapsed"],
+    }
+}
+
+fn higher_is_better(unit: &str) -> bool {
+    unit.ends_with("/s")
+}
+
+fn render_markdown(
+    table: &BTreeMap<(String, String), BTreeMap<String, Gathered>>,
+    contenders: &[Contender],
+    repeat: usize,
+) -> String {
+    let machine = Machine::current();
+    let mut md = String::new();
+    md.push_str("# Side by side\n\n");
+    md.push_str(&format!(
+        "Machine: {}, {} cores, {}; troupe built with {} at {}.\n\n",
+        machine.cpu,
+        machine.cores,
+        machine.os,
+        machine.compiler.as_deref().unwrap_or("?"),
+        machine.commit.as_deref().unwrap_or("?")
+    ));
+    md.push_str(&format!(
+        "{repeat} repetitions per contender, interleaved one process each (A B C A B C ...); \
+         JVM contenders ran their repetitions in one process after one warm-up repetition. \
+         `x troupe` is how many times better troupe's median is (above 1: troupe ahead).\n\n"
+    ));
+    for ((key, metric), by_contender) in table {
+        let unit = by_contender
+            .values()
+            .find(|g| !g.unit.is_empty())
+            .map(|g| g.unit.clone())
+            .unwrap_or_default();
+        let better = if higher_is_better(&unit) {
+            "higher is better"
+        } else {
+            "lower is better"
+        };
+        md.push_str(&format!("## {key}: {metric} ({unit}, {better})\n\n"));
+        md.push_str("| contender | median | min | max | n | x troupe | notes |\n");
+        md.push_str("|---|---:|---:|---:|---:|---:|---|\n");
+        let troupe = by_contender
+            .get("troupe")
+            .filter(|g| !g.samples.is_empty())
+            .map(|g| summarize(&g.samples).0);
+        let mut rows: Vec<(&String, &Gathered)> = by_contender.iter().collect();
+        rows.sort_by(|a, b| {
+            let ma = summarize(&a.1.samples).0;
+            let mb = summarize(&b.1.samples).0;
+            let order = ma.total_cmp(&mb);
+            if higher_is_better(&unit) {
+                order.reverse()
+            } else {
+                order
+            }
+        });
+        for (name, g) in rows {
+            if let Some(why) = &g.failure {
+                md.push_str(&format!("| {name} | failed | | | | | {why} |\n"));
+                continue;
+            }
+            let (median, min, max) = summarize(&g.samples);
+            let ratio = match troupe {
+                Some(t) if median > 0.0 && t > 0.0 => {
+                    let r = if higher_is_better(&unit) {
+                        t / median
+                    } else {
+                        median / t
+                    };
+                    format!("{r:.2}")
+                }
+                _ => String::new(),
+            };
+            let describe = contenders
+                .iter()
+                .find(|c| &c.name == name)
+                .map(|c| c.describe.as_str())
+                .unwrap_or("");
+            let notes = if g.notes.is_empty() {
+                describe.to_owned()
+            } else {
+                g.notes.replace('|', "/")
+            };
+            md.push_str(&format!(
+                "| {name} | {} | {} | {} | {} | {ratio} | {notes} |\n",
+                human(median),
+                human(min),
+                human(max),
+                g.samples.len()
+            ));
+        }
+        md.push('\n');
+    }
+    md
+}
+
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // UTC date and time from the Unix clock (civil-from-days).
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The peers folder: `--peers-dir`, else `./peers`, else the one next to this crate's sources.
+pub fn default_peers_dir() -> PathBuf {
+    let here = Path::new("peers");
+    if here.join("PROTOCOL.md").is_file() {
+        return here.to_path_buf();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers")
+}
+
+/// Fails with a clear message when an option makes no sense.
+pub fn validate(options: &CompareOptions) -> Result<()> {
+    if !options.peers_dir.is_dir() {
+        return Err(anyhow!(
+            "peers folder {} not found (give --peers-dir)",
+            options.peers_dir.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_is_plausible() {
+        let t = timestamp();
+        assert_eq!(t.len(), 15);
+        assert!(t.starts_with("20"));
+    }
+
+    #[test]
+    fn thread_contenders_get_smaller_cases() {
+        let c = Contender {
+            name: "x".into(),
+            describe: String::new(),
+            program: PathBuf::new(),
+            extra: vec![],
+            scenarios: vec![],
+            jvm: false,
+            os_threads: true,
+            chain_mode: "threads".into(),
+        };
+        let ring = Case::new(Scenario::Ring, json!({"actors": 100, "rounds": 100_000}));
+        assert_eq!(ring.for_contender(&c).unwrap().params["rounds"], 1_000);
+        let chain = Case::new(Scenario::Chain, json!({"length": 10_000}));
+        assert!(chain.for_contender(&c).is_none());
+        let chain = Case::new(Scenario::Chain, json!({"length": 1_000}));
+        assert_eq!(chain.for_contender(&c).unwrap().params["mode"], "threads");
+        assert_eq!(
+            chain.for_contender(&c).unwrap().args(),
+            ["chain", "--length", "1000", "--mode", "threads"]
+        );
+    }
+}
