@@ -46,10 +46,8 @@ struct Tell<M>(M);
 
 impl<A: Handler<M>, M: Message> Deliver<A> for Tell<M> {
     #[inline]
-    fn deliver(self, target: Option<(&mut A, &mut Context<A>)>) {
-        if let Some((actor, ctx)) = target {
-            let _reply = actor.handle(self.0, ctx);
-        }
+    fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
+        let _reply = actor.handle(self.0, ctx);
     }
 }
 
@@ -59,16 +57,11 @@ struct Request<M: Message> {
     reply: ReplySender<M::Reply>,
 }
 
+/// Dropped undelivered, a request drops its `ReplySender` unused, which fails the ask.
 impl<A: Handler<M>, M: Message> Deliver<A> for Request<M> {
-    fn deliver(self, target: Option<(&mut A, &mut Context<A>)>) {
-        match target {
-            Some((actor, ctx)) => {
-                let reply = actor.handle(self.msg, ctx);
-                self.reply.send(reply);
-            }
-            // Dropping `self.reply` unused fails the ask with `Stopped`.
-            None => drop(self),
-        }
+    fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
+        let reply = actor.handle(self.msg, ctx);
+        self.reply.send(reply);
     }
 }
 

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use crate::actor::{Actor, Context};
 use crate::envelope::Envelope;
 use crate::loom::{AtomicPtr, Backoff, Ordering, UnsafeCell};
-use crate::mailbox::Mailbox;
+use crate::mailbox::{Consumer, Mailbox};
 use crate::system::{ActorId, SystemShared};
 
 /// A type-erased pointer to an actor cell, as held by run queues.
@@ -53,12 +53,44 @@ impl RawActor {
     /// # Safety
     /// The caller must hold the right to run this actor (it was handed out by the scheduling
     /// rule and not yet run), and the actor's alive reference must not have been released.
+    ///
+    /// A panic in a handler unwinds out of this call; the caller must catch it and then call
+    /// [`RawActor::fail`] (see `run_catching` for the simple form of that).
     #[inline]
     pub(crate) unsafe fn run(self, budget: usize) -> Turn {
         // SAFETY: the header is live while the alive reference is held (caller's contract).
         let run = unsafe { self.0.as_ref().run };
         // SAFETY: forwarded contract.
         unsafe { run(self, budget) }
+    }
+
+    /// Marks the actor failed after a panic unwound out of its turn: it will stop. The caller
+    /// still holds the right to run it and must run it again (it is still scheduled).
+    ///
+    /// # Safety
+    /// As for `run`, and no turn of this actor is in progress.
+    #[cold]
+    pub(crate) unsafe fn fail(self) {
+        // SAFETY: the header is live while the alive reference is held (caller's contract).
+        let fail = unsafe { self.0.as_ref().fail };
+        // SAFETY: forwarded contract.
+        unsafe { fail(self) }
+    }
+
+    /// `run`, with a panic caught and turned into a failed actor that must run again.
+    ///
+    /// # Safety
+    /// As for `run`.
+    pub(crate) unsafe fn run_catching(self, budget: usize) -> Turn {
+        // SAFETY: forwarded contract.
+        match catch_unwind(AssertUnwindSafe(|| unsafe { self.run(budget) })) {
+            Ok(turn) => turn,
+            Err(_panic) => {
+                // SAFETY: the turn that panicked is over; we still hold the right to run it.
+                unsafe { self.fail() };
+                Turn::Yield
+            }
+        }
     }
 
     /// The executor that runs this actor.
@@ -91,6 +123,7 @@ pub(crate) enum Executor {
 /// The part of the cell the scheduler sees. Must stay the first field of `ActorCell`.
 pub(crate) struct Header {
     run: unsafe fn(RawActor, usize) -> Turn,
+    fail: unsafe fn(RawActor),
     pub(crate) executor: Executor,
     pub(crate) id: ActorId,
 }
@@ -219,6 +252,7 @@ impl<A: Actor> ActorCell<A> {
         Self {
             header: Header {
                 run: run::<A>,
+                fail: fail::<A>,
                 executor,
                 id,
             },
@@ -300,22 +334,29 @@ unsafe fn run<A: Actor>(raw: RawActor, budget: usize) -> Turn {
     let private = cell.private.with_mut(|p| unsafe { &mut *p });
     private.ctx.cell = NonNull::new(cell_ptr);
 
-    let outcome = catch_unwind(AssertUnwindSafe(|| turn(cell, private, budget)));
-    match outcome {
-        Ok(Turn::Stopped) => {
-            // SAFETY: this is the alive reference created by `Arc::into_raw` at spawn; the
-            // final turn is over and `cell` is not used again below.
-            drop(unsafe { Arc::from_raw(cell_ptr) });
-            Turn::Stopped
-        }
-        Ok(turn) => turn,
-        Err(_panic) => {
-            // A handler (or `started`) panicked and the actor's state may be inconsistent: stop
-            // it. The next turn runs the stop sequence, whose hooks are guarded one by one.
-            private.ctx.stop_requested = true;
-            Turn::Yield
-        }
+    // A panic unwinds from here to the runner, which catches it once per worker loop rather
+    // than once per turn, and then calls `fail`.
+    let outcome = turn(cell, private, budget);
+    if outcome == Turn::Stopped {
+        // SAFETY: this is the alive reference created by `Arc::into_raw` at spawn; the final
+        // turn is over and `cell` is not used again.
+        drop(unsafe { Arc::from_raw(cell_ptr) });
     }
+    outcome
+}
+
+/// After a handler (or `started`) panicked, the actor's state may be inconsistent: stop it. Its
+/// next turn runs the stop sequence, whose hooks are guarded one by one.
+///
+/// # Safety
+/// As for `run`; no turn is in progress.
+unsafe fn fail<A: Actor>(raw: RawActor) {
+    let cell_ptr: *mut ActorCell<A> = raw.0.as_ptr().cast();
+    // SAFETY: as in `run`.
+    let cell = unsafe { &*cell_ptr };
+    // SAFETY: the turn that panicked is over and nobody else runs this actor.
+    let private = cell.private.with_mut(|p| unsafe { &mut *p });
+    private.ctx.stop_requested = true;
 }
 
 fn turn<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, budget: usize) -> Turn {
@@ -325,53 +366,34 @@ fn turn<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, budget: usize) 
     let mut backoff = Backoff::new();
     loop {
         if rx.take_signaled() {
-            for signal in cell.signals.take_all() {
-                match signal {
-                    Signal::Stop => private.ctx.stop_requested = true,
-                    Signal::ChildStopped(key) => {
-                        if let Some(children) = private.ctx.children.as_mut() {
-                            children.try_remove(key);
-                        }
-                    }
-                }
-            }
+            read_signals(cell, private);
         }
-
-        let actor = private.actor.as_mut().expect("a live actor has its state");
-        if private.phase == Phase::Starting {
-            private.phase = Phase::Running;
-            actor.started(&mut private.ctx);
+        if private.phase != Phase::Running || private.ctx.stop_requested {
+            if let Some(end) = change_phase(cell, private, &mut rx) {
+                return end;
+            }
         }
 
         if private.phase == Phase::Running {
-            while handled < budget && !private.ctx.stop_requested {
-                match rx.pop() {
-                    Some(envelope) => {
-                        envelope.deliver(actor, &mut private.ctx);
-                        handled += 1;
-                    }
-                    None => break,
+            // The hot loop: one message at a time, up to the budget.
+            let actor = private
+                .actor
+                .as_mut()
+                .expect("a running actor has its state");
+            while handled < budget {
+                let Some(envelope) = rx.pop() else { break };
+                envelope.deliver(actor, &mut private.ctx);
+                handled += 1;
+                if private.ctx.stop_requested {
+                    break;
                 }
             }
             if private.ctx.stop_requested {
-                private.phase = Phase::Stopping;
-                guarded(|| actor.stopping(&mut private.ctx));
-                // Messages still queued are dropped: their destructors run, askers get errors.
-                rx.close(drop);
-                if let Some(children) = private.ctx.children.as_ref() {
-                    for (_, child) in children.iter() {
-                        child.signal(Signal::Stop);
-                    }
-                }
-            } else if handled >= budget {
+                continue; // stop at once: `change_phase` begins it
+            }
+            if handled >= budget {
                 return Turn::Yield;
             }
-        }
-
-        if private.phase == Phase::Stopping && private.ctx.children_count() == 0 {
-            guarded(|| actor.stopped(&mut private.ctx));
-            finish(cell, private, rx);
-            return Turn::Stopped;
         }
 
         if rx.try_idle() {
@@ -379,13 +401,60 @@ fn turn<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, budget: usize) 
         }
         // Something arrived since we last looked. A signal or a ready message: go round at once.
         // A producer still writing its slot: wait a moment, then yield rather than spin.
-        if !rx.is_drained() && private.phase == Phase::Running && !rx.has_ready() {
+        if private.phase == Phase::Running && !rx.is_drained() && !rx.has_ready() {
             backoff.snooze();
             if backoff.is_completed() {
                 return Turn::Yield;
             }
         }
     }
+}
+
+/// Reads every pending signal.
+#[cold]
+fn read_signals<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>) {
+    for signal in cell.signals.take_all() {
+        match signal {
+            Signal::Stop => private.ctx.stop_requested = true,
+            Signal::ChildStopped(key) => {
+                if let Some(children) = private.ctx.children.as_mut() {
+                    children.try_remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// The lifecycle outside the hot loop: starting, beginning to stop, finishing. Returns the end
+/// of the turn when the actor has stopped.
+#[cold]
+fn change_phase<A: Actor>(
+    cell: &ActorCell<A>,
+    private: &mut Private<A>,
+    rx: &mut Consumer<'_, Envelope<A>>,
+) -> Option<Turn> {
+    let actor = private.actor.as_mut().expect("a live actor has its state");
+    if private.phase == Phase::Starting {
+        private.phase = Phase::Running;
+        actor.started(&mut private.ctx);
+    }
+    if private.phase == Phase::Running && private.ctx.stop_requested {
+        private.phase = Phase::Stopping;
+        guarded(|| actor.stopping(&mut private.ctx));
+        // Messages still queued are dropped: their destructors run, askers get errors.
+        rx.close(drop);
+        if let Some(children) = private.ctx.children.as_ref() {
+            for (_, child) in children.iter() {
+                child.signal(Signal::Stop);
+            }
+        }
+    }
+    if private.phase == Phase::Stopping && private.ctx.children_count() == 0 {
+        guarded(|| actor.stopped(&mut private.ctx));
+        finish(cell, private, rx);
+        return Some(Turn::Stopped);
+    }
+    None
 }
 
 /// Runs a lifecycle hook of a stopping actor; a panic in it is contained, and stopping goes on.
@@ -397,12 +466,11 @@ fn guarded(hook: impl FnOnce()) {
 fn finish<A: Actor>(
     cell: &ActorCell<A>,
     private: &mut Private<A>,
-    mut rx: crate::mailbox::Consumer<'_, Envelope<A>>,
+    rx: &mut Consumer<'_, Envelope<A>>,
 ) {
     // Drop the state outside any hook: it may hold addresses of other actors.
     drop(private.actor.take());
     rx.terminate();
-    drop(rx);
     drop(cell.signals.take_all());
     private.ctx.children = None;
     match &cell.parent {

@@ -21,23 +21,20 @@ pub(crate) const INLINE_BYTES: usize = 24;
 const INLINE_WORDS: usize = INLINE_BYTES / mem::size_of::<usize>();
 
 /// Something that can be delivered to an actor of type `A`: a told message, an asked message
-/// with its reply slot, or a closure. `deliver(None)` means the actor is gone: release the
-/// payload (and fail any asker).
+/// with its reply slot. Dropping it undelivered means the actor is gone (and fails any asker).
 pub(crate) trait Deliver<A: Actor>: Send + 'static {
-    fn deliver(self, target: Option<(&mut A, &mut Context<A>)>);
+    fn deliver(self, actor: &mut A, ctx: &mut Context<A>);
 }
 
 type Storage = [MaybeUninit<usize>; INLINE_WORDS];
 
-/// What the function pointer is asked to do with the payload.
-enum Op<'a, A: Actor> {
-    Deliver(&'a mut A, &'a mut Context<A>),
-    Discard,
-}
+/// Moves the payload out of `storage` and delivers it to `actor`, or, when `actor` is null,
+/// drops it.
+type Call<A> = unsafe fn(*mut Storage, *mut A, *mut Context<A>);
 
 /// A type-erased message for actor `A`. See the module note.
 pub(crate) struct Envelope<A: Actor> {
-    call: unsafe fn(*mut Storage, Op<'_, A>),
+    call: Call<A>,
     storage: Storage,
 }
 
@@ -73,8 +70,8 @@ impl<A: Actor> Envelope<A> {
     pub(crate) fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
         let mut this = mem::ManuallyDrop::new(self);
         // SAFETY: `call` matches the payload type (module invariant); ManuallyDrop ensures the
-        // payload is consumed exactly once, here.
-        unsafe { (this.call)(&mut this.storage, Op::Deliver(actor, ctx)) }
+        // payload is consumed exactly once, here; the pointers come from live references.
+        unsafe { (this.call)(&mut this.storage, actor, ctx) }
     }
 }
 
@@ -99,8 +96,9 @@ impl<A: Actor> Envelope<A> {
 impl<A: Actor> Drop for Envelope<A> {
     fn drop(&mut self) {
         // SAFETY: `call` matches the payload type, and an envelope that is dropped was never
-        // delivered (`deliver` forgets it), so the payload is still there to release.
-        unsafe { (self.call)(&mut self.storage, Op::Discard) }
+        // delivered (`deliver` forgets it), so the payload is still there to release; a null
+        // actor asks for exactly that.
+        unsafe { (self.call)(&mut self.storage, ptr::null_mut(), ptr::null_mut()) }
     }
 }
 
@@ -109,23 +107,37 @@ const fn fits_inline<P>() -> bool {
 }
 
 /// # Safety
-/// `storage` holds a valid `P` written by `Envelope::new`, not yet read.
-unsafe fn call_inline<A: Actor, P: Deliver<A>>(storage: *mut Storage, op: Op<'_, A>) {
+/// `storage` holds a valid `P` written by `Envelope::new`, not yet read; `actor` and `ctx` are
+/// both null or both valid and exclusive.
+unsafe fn call_inline<A: Actor, P: Deliver<A>>(
+    storage: *mut Storage,
+    actor: *mut A,
+    ctx: *mut Context<A>,
+) {
     // SAFETY: per the function contract; the payload is moved out once.
     let payload = unsafe { ptr::read(storage.cast::<P>()) };
-    match op {
-        Op::Deliver(actor, ctx) => payload.deliver(Some((actor, ctx))),
-        Op::Discard => payload.deliver(None),
+    if actor.is_null() {
+        drop(payload);
+    } else {
+        // SAFETY: non-null means valid and exclusive (function contract).
+        payload.deliver(unsafe { &mut *actor }, unsafe { &mut *ctx });
     }
 }
 
 /// # Safety
-/// `storage` holds a `*mut P` from `Box::into_raw`, not yet read.
-unsafe fn call_boxed<A: Actor, P: Deliver<A>>(storage: *mut Storage, op: Op<'_, A>) {
+/// `storage` holds a `*mut P` from `Box::into_raw`, not yet read; pointers as for
+/// `call_inline`.
+unsafe fn call_boxed<A: Actor, P: Deliver<A>>(
+    storage: *mut Storage,
+    actor: *mut A,
+    ctx: *mut Context<A>,
+) {
     // SAFETY: per the function contract; the box is reclaimed once.
     let payload = unsafe { *Box::from_raw(ptr::read(storage.cast::<*mut P>())) };
-    match op {
-        Op::Deliver(actor, ctx) => payload.deliver(Some((actor, ctx))),
-        Op::Discard => payload.deliver(None),
+    if actor.is_null() {
+        drop(payload);
+    } else {
+        // SAFETY: non-null means valid and exclusive (function contract).
+        payload.deliver(unsafe { &mut *actor }, unsafe { &mut *ctx });
     }
 }

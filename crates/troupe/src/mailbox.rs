@@ -98,9 +98,9 @@ pub(crate) struct Mailbox<T> {
     tail_block: AtomicPtr<Block<T>>,
     // Written by the consumer (and once by the producer that installs the first block).
     head_block: AtomicPtr<Block<T>>,
-    head: UnsafeCell<usize>,
-    /// Consumer's head index as last published at the end of a turn; read for metrics only.
-    head_published: AtomicUsize,
+    /// The consumer's head index, published at the end of each turn (read by the next turn,
+    /// and by `len` for metrics).
+    head: AtomicUsize,
     // Exchanged by both sides.
     spare: AtomicPtr<Block<T>>,
 }
@@ -120,15 +120,63 @@ impl<T> Mailbox<T> {
             tail: AtomicUsize::new(if idle { IDLE } else { 0 }),
             tail_block: AtomicPtr::new(ptr::null_mut()),
             head_block: AtomicPtr::new(ptr::null_mut()),
-            head: UnsafeCell::new(0),
-            head_published: AtomicUsize::new(0),
+            head: AtomicUsize::new(0),
             spare: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
     /// Appends `msg`. Returns `Ok(true)` when this push woke the owner from idle, in which case
     /// the caller must schedule it; `Err` gives the message back if the mailbox is closed.
+    #[inline]
     pub(crate) fn push(&self, msg: T) -> Result<bool, Closed<T>> {
+        // Fast path: open, a block in place, and not its last slot (which installs the next
+        // block): one compare-and-swap, one write, one flag.
+        let tail = self.tail.load(Ordering::Acquire);
+        let block = self.tail_block.load(Ordering::Acquire);
+        let offset = (tail >> SHIFT) % LAP;
+        if tail & CLOSED == 0
+            && offset + 1 < BLOCK_CAP
+            && !block.is_null()
+            // AcqRel: as in `push_slow`.
+            && self
+                .tail
+                .compare_exchange_weak(tail, (tail + ONE) & !IDLE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            // SAFETY: as in `push_slow`: the compare-and-swap claimed slot `offset` of the live
+            // block `block` for this producer alone.
+            unsafe { Self::write(block, offset, msg) };
+            return Ok(tail & IDLE != 0);
+        }
+        self.push_slow(msg)
+    }
+
+    /// Writes a claimed slot and marks it ready.
+    ///
+    /// # Safety
+    /// Slot `offset` of `block` was claimed by this producer's compare-and-swap and `block` is
+    /// live (the consumer cannot pass an unwritten slot).
+    #[inline(always)]
+    unsafe fn write(block: *mut Block<T>, offset: usize, msg: T) {
+        // SAFETY: per the function contract.
+        unsafe {
+            (*block)
+                .slots
+                .get_unchecked(offset)
+                .with_mut(|p| p.write(MaybeUninit::new(msg)));
+            // Release pairs with the consumer's Acquire load of `ready`.
+            (*block)
+                .ready
+                .get_unchecked(offset)
+                .store(1, Ordering::Release);
+        }
+    }
+
+    /// Every case of `push`: the first block, the last slot of a block, waiting while another
+    /// producer installs a block, a closed mailbox, and retries after contention.
+    #[cold]
+    #[inline(never)]
+    fn push_slow(&self, msg: T) -> Result<bool, Closed<T>> {
         let mut backoff = Backoff::new();
         let mut tail = self.tail.load(Ordering::Acquire);
         let mut block = self.tail_block.load(Ordering::Acquire);
@@ -158,12 +206,13 @@ impl<T> Mailbox<T> {
                 // The very first message: install the first block.
                 let first = Box::into_raw(next_block.take().unwrap_or_else(|| self.take_block()));
                 // Release pairs with the Acquire loads of `tail_block` by other producers and
-                // of `head_block` by the consumer.
+                // of `head_block` by the consumer; Acquire on failure pairs with the winner's
+                // Release, so the block it built is visible before we write into it.
                 match self.tail_block.compare_exchange(
                     ptr::null_mut(),
                     first,
-                    Ordering::Release,
-                    Ordering::Relaxed,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
                 ) {
                     Ok(_) => {
                         self.head_block.store(first, Ordering::Release);
@@ -202,15 +251,7 @@ impl<T> Mailbox<T> {
                             self.tail.fetch_add(ONE, Ordering::Release);
                             (*block).next.store(next, Ordering::Release);
                         }
-                        (*block)
-                            .slots
-                            .get_unchecked(offset)
-                            .with_mut(|p| p.write(MaybeUninit::new(msg)));
-                        // Release pairs with the consumer's Acquire load of `ready`.
-                        (*block)
-                            .ready
-                            .get_unchecked(offset)
-                            .store(1, Ordering::Release);
+                        Self::write(block, offset, msg);
                     }
                     if let Some(unused) = next_block {
                         self.give_spare(unused);
@@ -254,7 +295,7 @@ impl<T> Mailbox<T> {
     /// Approximate number of messages waiting (for metrics; may lag by a turn).
     pub(crate) fn len(&self) -> usize {
         let tail = self.tail.load(Ordering::Relaxed) >> SHIFT;
-        let head = self.head_published.load(Ordering::Relaxed) >> SHIFT;
+        let head = self.head.load(Ordering::Relaxed) >> SHIFT;
         let indices = tail.saturating_sub(head);
         // Every full lap contains one marker index that holds no message.
         indices - indices / LAP
@@ -273,10 +314,9 @@ impl<T> Mailbox<T> {
     pub(crate) unsafe fn consumer(&self) -> Consumer<'_, T> {
         Consumer {
             mailbox: self,
-            // SAFETY: single consumer, per the caller's contract.
-            head: self.head.with(|p| unsafe { *p }),
+            // Relaxed: the previous turn's store happens-before this turn (scheduling rule).
+            head: self.head.load(Ordering::Relaxed),
             block: self.head_block.load(Ordering::Acquire),
-            closed: self.tail.load(Ordering::Relaxed) & CLOSED,
             released: false,
         }
     }
@@ -311,8 +351,6 @@ pub(crate) struct Consumer<'a, T> {
     mailbox: &'a Mailbox<T>,
     head: usize,
     block: *mut Block<T>,
-    /// `CLOSED` if this consumer closed the mailbox (part of the word `try_idle` expects).
-    closed: usize,
     /// Set once `try_idle` succeeded: the owner may already be running elsewhere, so this
     /// consumer must not write the shared head again (not even when dropped).
     released: bool,
@@ -353,6 +391,8 @@ impl<T> Consumer<'_, T> {
                 let done = Box::from_raw(self.block);
                 done.next.store(ptr::null_mut(), Ordering::Relaxed);
                 self.block = next;
+                // Consumer-owned from the first block on; the next turn reads it.
+                self.mailbox.head_block.store(next, Ordering::Relaxed);
                 self.head += ONE; // skip the marker index
                 self.mailbox.give_spare(done);
             }
@@ -403,8 +443,12 @@ impl<T> Consumer<'_, T> {
     #[inline]
     pub(crate) fn try_idle(&mut self) -> bool {
         self.publish();
-        // The index with no flags but our own CLOSED: no signal pending, nothing unread.
-        let expected = self.head | self.closed;
+        // Nothing unread and no signal pending: the tail is our head, plus CLOSED if we closed.
+        let tail = self.mailbox.tail.load(Ordering::Relaxed);
+        if tail & !CLOSED != self.head {
+            return false;
+        }
+        let expected = tail;
         // Release pairs with the Acquire of the producer whose compare-and-swap clears IDLE:
         // everything this turn did (including `publish`) happens-before the next turn.
         self.released = self
@@ -424,7 +468,6 @@ impl<T> Consumer<'_, T> {
     /// blocks. Producers that already claimed a slot are waited for; later ones get `Closed`.
     pub(crate) fn close(&mut self, mut drain: impl FnMut(T)) {
         let tail = self.mailbox.tail.fetch_or(CLOSED, Ordering::AcqRel);
-        self.closed = CLOSED;
         let mut end = tail & !FLAGS;
         if (end >> SHIFT) % LAP == BLOCK_CAP {
             // A producer is installing the next block; the consumer skips that marker index.
@@ -463,20 +506,12 @@ impl<T> Consumer<'_, T> {
     /// Marks the owner gone for good: later signals are refused and nothing schedules it.
     /// Call only after `close`, in the owner's final turn.
     pub(crate) fn terminate(&mut self) {
-        debug_assert_eq!(self.closed, CLOSED, "terminate follows close");
+        debug_assert!(self.mailbox.is_closed(), "terminate follows close");
         self.mailbox.tail.fetch_or(TERMINATED, Ordering::AcqRel);
     }
 
     fn publish(&self) {
-        let head = self.head;
-        // SAFETY: single consumer, per the contract of `Mailbox::consumer`.
-        self.mailbox.head.with_mut(|p| unsafe { *p = head });
-        // While no block exists, `head_block` belongs to the producer that installs the first
-        // one; once the consumer holds a block, only the consumer moves it.
-        if !self.block.is_null() {
-            self.mailbox.head_block.store(self.block, Ordering::Relaxed);
-        }
-        self.mailbox.head_published.store(head, Ordering::Relaxed);
+        self.mailbox.head.store(self.head, Ordering::Relaxed);
     }
 }
 
@@ -683,7 +718,9 @@ mod tests {
 
 /// Model checks: every interleaving loom explores, with blocks of two slots so block hand-over,
 /// recycling and the marker index are all reached. Run with
-/// `RUSTFLAGS="--cfg loom" cargo test -p troupe --release --lib loom_`.
+/// `RUSTFLAGS="--cfg loom" cargo test -p troupe --release --lib loom_`. Loom found two real bugs
+/// here: a consumer that published its head after going idle, and a producer that wrote into a
+/// block another producer installed without acquiring it.
 #[cfg(all(test, loom))]
 mod loom_tests {
     use super::*;
@@ -711,17 +748,29 @@ mod loom_tests {
         }
     }
 
-    #[test]
-    fn loom_two_producers_idle_protocol() {
-        loom::model(|| {
+    /// The models spin (a consumer waiting for a producer between claim and write), which makes
+    /// long paths: allow them, and bound preemptions as loom's own docs recommend.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        builder.max_branches = 100_000;
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(3);
+        }
+        builder.check(f);
+    }
+
+    /// `producers` producers, each pushing `per` messages and running a turn whenever its push
+    /// woke the owner.
+    fn producers_and_turns(producers: usize, per: usize) {
+        model(move || {
             let mb = Arc::new(Mailbox::<usize>::new(true));
             let seen = Arc::new(Mutex::new(Vec::new()));
             let running = Arc::new(AtomicBool::new(false));
-            let producers: Vec<_> = (0..2)
+            let handles: Vec<_> = (0..producers)
                 .map(|p| {
                     let (mb, seen, running) = (mb.clone(), seen.clone(), running.clone());
                     thread::spawn(move || {
-                        for i in 0..2 {
+                        for i in 0..per {
                             if mb.push(p * 10 + i).unwrap() {
                                 // This push woke the owner: run its turn here, as a worker would.
                                 turn(&mb, &seen, &running);
@@ -730,21 +779,40 @@ mod loom_tests {
                     })
                 })
                 .collect();
-            for p in producers {
+            for p in handles {
                 p.join().unwrap();
             }
             // Every message was consumed by some turn (none stranded), once, in per-producer order.
             let seen = seen.lock().unwrap().clone();
             let from0: Vec<_> = seen.iter().copied().filter(|m| *m < 10).collect();
             let from1: Vec<_> = seen.iter().copied().filter(|m| *m >= 10).collect();
-            assert_eq!(from0, vec![0, 1]);
-            assert_eq!(from1, vec![10, 11]);
+            assert_eq!(from0, (0..per).collect::<Vec<_>>());
+            let expected1 = if producers > 1 {
+                (10..10 + per).collect()
+            } else {
+                vec![]
+            };
+            assert_eq!(from1, expected1);
         });
+    }
+
+    /// Two producers race to claim slots and to wake the owner; a turn may wait for the other
+    /// producer's write.
+    #[test]
+    fn loom_two_producers_idle_protocol() {
+        producers_and_turns(2, 1);
+    }
+
+    /// Five messages cross two block boundaries (two slots per block under loom), with the owner
+    /// going idle and being woken between them and blocks recycled through the spare.
+    #[test]
+    fn loom_idle_protocol_across_blocks() {
+        producers_and_turns(1, 5);
     }
 
     #[test]
     fn loom_block_boundary_single_producer() {
-        loom::model(|| {
+        model(|| {
             let mb = Arc::new(Mailbox::<usize>::new(false));
             let producer = {
                 let mb = mb.clone();
@@ -772,7 +840,7 @@ mod loom_tests {
 
     #[test]
     fn loom_signal_never_lost() {
-        loom::model(|| {
+        model(|| {
             let mb = Arc::new(Mailbox::<usize>::new(false));
             let woke = Arc::new(LoomUsize::new(0));
             let signaller = {
@@ -815,7 +883,7 @@ mod loom_tests {
 
     #[test]
     fn loom_close_races_push() {
-        loom::model(|| {
+        model(|| {
             let mb = Arc::new(Mailbox::<usize>::new(false));
             let producer = {
                 let mb = mb.clone();

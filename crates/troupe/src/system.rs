@@ -128,7 +128,7 @@ pub(crate) fn start<A: Actor>(system: &SystemShared, cell: &Arc<ActorCell<A>>) {
                     cell.signal_stop();
                     // SAFETY: nobody else runs this actor (it has no thread); running its turns
                     // here until it stops releases the alive reference.
-                    unsafe { while raw.run(usize::MAX) != crate::cell::Turn::Stopped {} }
+                    unsafe { while raw.run_catching(usize::MAX) != crate::cell::Turn::Stopped {} }
                 }
             }
         }

@@ -57,7 +57,7 @@ pub(crate) unsafe fn start(
     let handle = std::thread::Builder::new().name(name).spawn(move || loop {
         // SAFETY: this thread is the only runner of `actor` (function contract), and runs it
         // only when scheduled: first at start, then after each unpark that follows an Idle.
-        match unsafe { actor.run(THREAD_BUDGET) } {
+        match unsafe { actor.run_catching(THREAD_BUDGET) } {
             Turn::Idle => parker.park(),
             Turn::Yield => std::thread::yield_now(),
             Turn::Stopped => return,

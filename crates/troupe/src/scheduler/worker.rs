@@ -17,6 +17,7 @@
 //! is left behind.
 
 use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -86,11 +87,22 @@ pub(super) fn run(
         local: &local,
         index,
         parker,
-        tick: 0,
+        until_global: GLOBAL_INTERVAL,
         lifo_streak: 0,
         searching: true,
+        current: None,
     };
-    worker.run();
+    // Panics are caught here, once for the whole loop, not around every turn: a handler's
+    // panic unwinds out of `run`, the actor that was running is marked failed and queued again
+    // (its next turn stops it), and the loop resumes. The worker thread never dies.
+    while let Err(_panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
+        if let Some(actor) = worker.current.take() {
+            // SAFETY: the panicking turn is over; this worker still holds the right to run the
+            // actor, which is still scheduled (it never went idle).
+            unsafe { actor.fail() };
+            local.queue.push(actor);
+        }
+    }
     CURRENT.with(|c| c.set(ptr::null()));
 }
 
@@ -99,16 +111,18 @@ struct WorkerLoop<'a> {
     local: &'a Local,
     index: usize,
     parker: Parker,
-    tick: u32,
+    /// Ticks left until the injector is looked at first.
+    until_global: u32,
     lifo_streak: u32,
     /// Counted in `Idle::num_searching`.
     searching: bool,
+    /// The actor whose turn is running (to mark it failed if the turn panics).
+    current: Option<RawActor>,
 }
 
 impl WorkerLoop<'_> {
     fn run(&mut self) {
         loop {
-            self.tick = self.tick.wrapping_add(1);
             let next = self.next_local().or_else(|| self.find_elsewhere());
             match next {
                 Some(actor) => {
@@ -131,9 +145,11 @@ impl WorkerLoop<'_> {
 
     #[inline]
     fn run_turn(&mut self, actor: RawActor) {
+        self.current = Some(actor);
         // SAFETY: the actor came out of a run queue, where only the party that cleared its IDLE
         // bit (or its spawner) put it, exactly once; it is alive until its final turn.
         let turn = unsafe { actor.run(self.shared.throughput) };
+        self.current = None;
         if turn == Turn::Yield {
             self.lifo_streak = 0;
             self.local.queue.push(actor);
@@ -148,7 +164,9 @@ impl WorkerLoop<'_> {
     /// the injector first).
     #[inline]
     fn next_local(&mut self) -> Option<RawActor> {
-        if self.tick % GLOBAL_INTERVAL == 0 {
+        self.until_global -= 1;
+        if self.until_global == 0 {
+            self.until_global = GLOBAL_INTERVAL;
             if let Some(actor) = self.steal_injector() {
                 return Some(actor);
             }
@@ -187,7 +205,7 @@ impl WorkerLoop<'_> {
         }
         let stealers = &self.shared.stealers;
         let n = stealers.len();
-        let start = self.tick as usize % n;
+        let start = (self.index + self.until_global as usize) % n;
         for i in 0..n {
             let victim = (start + i) % n;
             if victim == self.index {
