@@ -8,7 +8,7 @@ package troupe.peer.jvm;
  * output, the same way for every contender. A method throws {@link java.util.concurrent.TimeoutException}
  * when the run did not finish within {@link #DEADLINE_SECONDS}, which counts as a failed check.
  */
-public interface Contender extends AutoCloseable {
+public interface Contender {
     /** How long one repetition may take before it is declared lost (a lost message hangs forever). */
     long DEADLINE_SECONDS = 30 * 60;
 
@@ -45,8 +45,8 @@ public interface Contender extends AutoCloseable {
     /** chain: N stages, N messages 1..N from a source through every stage to the sink (seed 004). */
     ChainOutcome chain(int length) throws Exception;
 
-    @Override
-    void close() throws Exception;
+    /** Releases what outlives a repetition (e.g. an actor system); called once, at the end. */
+    void shutdown() throws Exception;
 
     /**
      * @param constructNanos time to spawn and connect the nodes

@@ -44,18 +44,17 @@ public final class Main {
             System.exit(EXIT_UNSUPPORTED);
             return;
         }
-        boolean ok;
-        try (contender) {
-            ok = switch (options.scenario) {
-                case "ring" -> ring(options, contender);
-                case "spawn" -> spawn(options, contender);
-                case "counter" -> counter(options, contender);
-                case "chain" -> chain(options, contender);
-                default -> throw new IllegalStateException(options.scenario);
-            };
+        boolean ok = switch (options.scenario) {
+            case "ring" -> ring(options, contender);
+            case "spawn" -> spawn(options, contender);
+            case "counter" -> counter(options, contender);
+            case "chain" -> chain(options, contender);
+            default -> throw new IllegalStateException(options.scenario);
+        };
+        try {
+            contender.shutdown();
         } catch (Exception e) {
-            System.err.println("error: " + e);
-            ok = false;
+            System.err.println("error: shutting down " + contender.name() + ": " + e);
         }
         if (!ok) {
             System.err.println(options.scenario + " (" + options.contender + "): validation FAILED");

@@ -4,6 +4,7 @@ import java.util.function.Function;
 import org.apache.pekko.Done;
 import org.apache.pekko.actor.AbstractActor;
 import org.apache.pekko.actor.Props;
+import org.apache.pekko.actor.Status;
 
 /**
  * The parent of one repetition's actors. It runs a {@link Build} recipe in its own context (so
@@ -22,8 +23,15 @@ final class Host extends AbstractActor {
     public Receive createReceive() {
         return receiveBuilder()
                 .match(Build.class, build -> {
-                    Object result = build.recipe().apply(getContext());
-                    getSender().tell(result == null ? Done.getInstance() : result, getSelf());
+                    Object reply;
+                    try {
+                        Object result = build.recipe().apply(getContext());
+                        reply = result == null ? Done.getInstance() : result;
+                    } catch (RuntimeException e) {
+                        // Fail the asker's future now rather than let it wait for its deadline.
+                        reply = new Status.Failure(e);
+                    }
+                    getSender().tell(reply, getSelf());
                 })
                 .build();
     }

@@ -213,7 +213,7 @@ public final class PekkoContender implements Contender {
     }
 
     @Override
-    public void close() throws Exception {
+    public void shutdown() throws Exception {
         if (system != null) {
             system.terminate();
             Deadline.await(system.getWhenTerminated().toCompletableFuture(), "actor system terminating");

@@ -1,5 +1,7 @@
 package troupe.peer.jvm.threads;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
@@ -16,16 +18,15 @@ final class ThreadChain {
     private ThreadChain() {}
 
     static ChainOutcome run(ThreadFactory threads, int length) throws Exception {
-        @SuppressWarnings("unchecked")
-        BlockingQueue<Integer>[] buffers = new BlockingQueue[length];
+        List<BlockingQueue<Integer>> buffers = new ArrayList<>(length);
         for (int i = 0; i < length; i++) {
-            buffers[i] = new ArrayBlockingQueue<>(1);
+            buffers.add(new ArrayBlockingQueue<>(1));
         }
         CountDownLatch started = new CountDownLatch(length);
         CountDownLatch exited = new CountDownLatch(length);
         for (int i = 0; i < length - 1; i++) {
-            BlockingQueue<Integer> in = buffers[i];
-            BlockingQueue<Integer> out = buffers[i + 1];
+            BlockingQueue<Integer> in = buffers.get(i);
+            BlockingQueue<Integer> out = buffers.get(i + 1);
             threads.newThread(() -> {
                 started.countDown();
                 try {
@@ -39,12 +40,12 @@ final class ThreadChain {
                 }
             }).start();
         }
-        Sink sink = new Sink(buffers[length - 1], length, started, exited);
+        Sink sink = new Sink(buffers.get(length - 1), length, started, exited);
         threads.newThread(sink).start();
         Deadline.await(started, "chain stages starting");
 
         long begin = System.nanoTime();
-        BlockingQueue<Integer> first = buffers[0];
+        BlockingQueue<Integer> first = buffers.get(0);
         for (int i = 1; i <= length; i++) {
             first.put(i);
         }

@@ -102,7 +102,7 @@ public final class ThreadContender implements Contender {
     }
 
     @Override
-    public void close() {
+    public void shutdown() {
         // Nothing outlives a repetition: every scenario joins or awaits the threads it started.
     }
 }

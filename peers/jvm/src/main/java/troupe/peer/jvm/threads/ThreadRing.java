@@ -1,5 +1,7 @@
 package troupe.peer.jvm.threads;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
@@ -26,20 +28,19 @@ final class ThreadRing {
         CountDownLatch started = new CountDownLatch(actors);
         CountDownLatch exited = new CountDownLatch(actors);
         long constructStart = System.nanoTime();
-        @SuppressWarnings("unchecked")
-        BlockingQueue<Object>[] inboxes = new BlockingQueue[actors];
+        List<BlockingQueue<Object>> inboxes = new ArrayList<>(actors);
         for (int i = 0; i < actors; i++) {
-            inboxes[i] = new ArrayBlockingQueue<>(1);
+            inboxes.add(new ArrayBlockingQueue<>(1));
         }
         Node[] nodes = new Node[actors];
         for (int i = 0; i < actors; i++) {
-            nodes[i] = new Node(i, inboxes[i], inboxes[(i + 1) % actors], rounds, started, exited);
+            nodes[i] = new Node(i, inboxes.get(i), inboxes.get((i + 1) % actors), rounds, started, exited);
             threads.newThread(nodes[i]).start();
         }
         Deadline.await(started, "ring nodes starting");
         long constructNanos = System.nanoTime() - constructStart;
 
-        inboxes[0].put(START);
+        inboxes.get(0).put(START);
         Deadline.await(exited, "ring to finish and stop");
         // Every node wrote its fields before counting down `exited`, which happens-before here.
         long tokens = 0;

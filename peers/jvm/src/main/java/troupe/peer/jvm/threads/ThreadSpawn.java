@@ -1,5 +1,7 @@
 package troupe.peer.jvm.threads;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
@@ -21,13 +23,12 @@ final class ThreadSpawn {
         LongAdder startedCount = new LongAdder();
         CountDownLatch started = new CountDownLatch(actors);
         CountDownLatch exited = new CountDownLatch(actors);
-        @SuppressWarnings("unchecked")
-        BlockingQueue<Object>[] mailboxes = new BlockingQueue[actors];
+        List<BlockingQueue<Object>> mailboxes = new ArrayList<>(actors);
 
         long begin = System.nanoTime();
         for (int i = 0; i < actors; i++) {
             BlockingQueue<Object> mailbox = new ArrayBlockingQueue<>(1);
-            mailboxes[i] = mailbox;
+            mailboxes.add(mailbox);
             threads.newThread(() -> {
                 startedCount.increment();
                 started.countDown();
