@@ -231,7 +231,10 @@ fn main() -> Result<()> {
                     scenarios
                 },
                 only: contenders,
-                peers_dir: peers_dir.unwrap_or_else(compare::default_peers_dir),
+                // Absolute, because each peer's build script runs in its own folder.
+                peers_dir: std::path::absolute(
+                    peers_dir.unwrap_or_else(compare::default_peers_dir),
+                )?,
                 results_dir,
                 build: !no_build,
                 quick,
