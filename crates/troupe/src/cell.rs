@@ -34,7 +34,7 @@ use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 use crate::actor::{Actor, Context};
-use crate::envelope::Envelope;
+use crate::envelope::{Envelope, RawEnvelope};
 use crate::loom::{AtomicPtr, Backoff, Ordering, UnsafeCell};
 use crate::mailbox::{Consumer, Mailbox};
 use crate::system::{ActorId, SystemShared};
@@ -54,14 +54,18 @@ impl RawActor {
     /// The caller must hold the right to run this actor (it was handed out by the scheduling
     /// rule and not yet run), and the actor's alive reference must not have been released.
     ///
+    /// `handoff` points to a message handed to the actor with its turn (built for this actor's
+    /// type by `ActorCell::push`); the turn takes it (delivers or drops it) before any user
+    /// code runs, then reads the mailbox.
+    ///
     /// A panic in a handler unwinds out of this call; the caller must catch it and then call
     /// [`RawActor::fail`] (see `run_catching` for the simple form of that).
     #[inline]
-    pub(crate) unsafe fn run(self, budget: usize) -> Turn {
+    pub(crate) unsafe fn run(self, budget: usize, handoff: Option<NonNull<RawEnvelope>>) -> Turn {
         // SAFETY: the header is live while the alive reference is held (caller's contract).
         let run = unsafe { self.0.as_ref().run };
         // SAFETY: forwarded contract.
-        unsafe { run(self, budget) }
+        unsafe { run(self, budget, handoff) }
     }
 
     /// Marks the actor failed after a panic unwound out of its turn: it will stop. The caller
@@ -83,7 +87,7 @@ impl RawActor {
     /// As for `run`.
     pub(crate) unsafe fn run_catching(self, budget: usize) -> Turn {
         // SAFETY: forwarded contract.
-        match catch_unwind(AssertUnwindSafe(|| unsafe { self.run(budget) })) {
+        match catch_unwind(AssertUnwindSafe(|| unsafe { self.run(budget, None) })) {
             Ok(turn) => turn,
             Err(_panic) => {
                 // SAFETY: the turn that panicked is over; we still hold the right to run it.
@@ -122,7 +126,7 @@ pub(crate) enum Executor {
 
 /// The part of the cell the scheduler sees. Must stay the first field of `ActorCell`.
 pub(crate) struct Header {
-    run: unsafe fn(RawActor, usize) -> Turn,
+    run: unsafe fn(RawActor, usize, Option<NonNull<RawEnvelope>>) -> Turn,
     fail: unsafe fn(RawActor),
     pub(crate) executor: Executor,
     pub(crate) id: ActorId,
@@ -279,6 +283,24 @@ impl<A: Actor> ActorCell<A> {
     /// Sends an envelope; `Err` gives it back if the actor has stopped.
     #[inline]
     pub(crate) fn push(&self, envelope: Envelope<A>) -> Result<(), Envelope<A>> {
+        // Hand-off: an idle actor on this worker's own pool, with this worker's LIFO slot free,
+        // gets the message directly with its turn: no mailbox slot is written or read. Safe for
+        // order: the mailbox of an idle actor is empty, so this message is the oldest, and any
+        // message sent after it goes to the mailbox, which the turn reads after the hand-off.
+        if self.mailbox.looks_idle() {
+            if let Executor::Pool(pool) = &self.header.executor {
+                if crate::scheduler::can_hand_off(pool) {
+                    match self.mailbox.wake_idle() {
+                        Ok(true) => {
+                            crate::scheduler::hand_off(self.raw(), envelope.into_raw());
+                            return Ok(());
+                        }
+                        Ok(false) => {}
+                        Err(_closed) => return Err(envelope),
+                    }
+                }
+            }
+        }
         match self.mailbox.push(envelope) {
             Ok(false) => Ok(()),
             Ok(true) => {
@@ -325,7 +347,11 @@ impl<A: Actor> ErasedCell for ActorCell<A> {
 /// # Safety
 /// `raw` points to the header of a live `ActorCell<A>` whose alive reference is held, and the
 /// caller has the exclusive right to run it (see `RawActor::run`).
-unsafe fn run<A: Actor>(raw: RawActor, budget: usize) -> Turn {
+unsafe fn run<A: Actor>(
+    raw: RawActor,
+    budget: usize,
+    handoff: Option<NonNull<RawEnvelope>>,
+) -> Turn {
     let cell_ptr: *mut ActorCell<A> = raw.0.as_ptr().cast();
     // SAFETY: `Header` is the first field of the `repr(C)` cell, so the pointers coincide; the
     // cell is live (function contract).
@@ -336,7 +362,7 @@ unsafe fn run<A: Actor>(raw: RawActor, budget: usize) -> Turn {
 
     // A panic unwinds from here to the runner, which catches it once per worker loop rather
     // than once per turn, and then calls `fail`.
-    let outcome = turn(cell, private, budget);
+    let outcome = turn(cell, private, budget, handoff);
     if outcome == Turn::Stopped {
         // SAFETY: this is the alive reference created by `Arc::into_raw` at spawn; the final
         // turn is over and `cell` is not used again.
@@ -359,7 +385,12 @@ unsafe fn fail<A: Actor>(raw: RawActor) {
     private.ctx.stop_requested = true;
 }
 
-fn turn<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, budget: usize) -> Turn {
+fn turn<A: Actor>(
+    cell: &ActorCell<A>,
+    private: &mut Private<A>,
+    budget: usize,
+    mut handoff: Option<NonNull<RawEnvelope>>,
+) -> Turn {
     // SAFETY: this turn is the only consumer (scheduling rule).
     let mut rx = unsafe { cell.mailbox.consumer() };
     let mut handled = 0;
@@ -369,6 +400,11 @@ fn turn<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, budget: usize) 
             read_signals(cell, private);
         }
         if private.phase != Phase::Running || private.ctx.stop_requested {
+            if let (true, Some(message)) = (private.ctx.stop_requested, handoff.take()) {
+                // A message handed off to a stopping actor is dropped like the queued ones.
+                // SAFETY: the hand-off slot holds a live envelope this turn owns (`run`).
+                unsafe { std::ptr::drop_in_place(message.as_ptr()) };
+            }
             if let Some(end) = change_phase(cell, private, &mut rx) {
                 return end;
             }
@@ -380,6 +416,15 @@ fn turn<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, budget: usize) 
                 .actor
                 .as_mut()
                 .expect("a running actor has its state");
+            if let Some(message) = handoff.take() {
+                // SAFETY: `ActorCell::<A>::push` built it from an `Envelope<A>`; this turn owns it
+                // and delivers it in place, before any user code could refill the slot.
+                unsafe { RawEnvelope::deliver_in_place(message.as_ptr(), actor, &mut private.ctx) };
+                handled += 1;
+                if private.ctx.stop_requested {
+                    continue;
+                }
+            }
             while handled < budget {
                 let Some(envelope) = rx.pop() else { break };
                 envelope.deliver(actor, &mut private.ctx);

@@ -8,9 +8,16 @@
 //! so they cost one allocation; ordinary messages cost none. No `Any`, no downcast: the type is
 //! fixed when the envelope is built, where the compiler checks `A: Handler<M>`.
 //!
+//! [`RawEnvelope`] is the same thing with the actor type erased too, so a message can travel
+//! with its actor through the scheduler (the hand-off of a message to an idle actor, see
+//! `cell.rs`). It can still be dropped safely: dropping calls the function pointer with no
+//! actor, which only releases the payload.
+//!
 //! This module holds all the `unsafe` of type erasure, so its invariant is in one place: the
-//! function pointer in an envelope was made for exactly the type whose bytes it holds.
+//! function pointer in an envelope was made for exactly the payload type whose bytes it holds,
+//! and for exactly the actor type it will be delivered to.
 
+use std::marker::PhantomData;
 use std::mem::{self, MaybeUninit};
 use std::ptr;
 
@@ -28,60 +35,117 @@ pub(crate) trait Deliver<A: Actor>: Send + 'static {
 
 type Storage = [MaybeUninit<usize>; INLINE_WORDS];
 
-/// Moves the payload out of `storage` and delivers it to `actor`, or, when `actor` is null,
-/// drops it.
-type Call<A> = unsafe fn(*mut Storage, *mut A, *mut Context<A>);
+/// Moves the payload out of `storage` and delivers it to the actor (`*mut A`) with its context
+/// (`*mut Context<A>`), or, when the actor pointer is null, drops it. The pointers are erased to
+/// `*mut ()` (thin pointers are ABI-compatible) so the envelope can travel without its type.
+type Call = unsafe fn(*mut Storage, *mut (), *mut ());
 
-/// A type-erased message for actor `A`. See the module note.
-pub(crate) struct Envelope<A: Actor> {
-    call: Call<A>,
+/// A message for some actor, with both types erased. See the module note.
+pub(crate) struct RawEnvelope {
+    call: Call,
     storage: Storage,
 }
 
 // SAFETY: an envelope is only ever built from a payload that is `Send` (`Deliver: Send`).
-unsafe impl<A: Actor> Send for Envelope<A> {}
+unsafe impl Send for RawEnvelope {}
+
+impl RawEnvelope {
+    /// Hands the message to `actor`'s handler.
+    ///
+    /// # Safety
+    /// This envelope must have been built by `Envelope::<A>::new` for this same `A`.
+    #[inline]
+    pub(crate) unsafe fn deliver<A: Actor>(self, actor: &mut A, ctx: &mut Context<A>) {
+        let mut this = mem::ManuallyDrop::new(self);
+        let actor: *mut A = actor;
+        let ctx: *mut Context<A> = ctx;
+        // SAFETY: `call` matches the payload type and, by the caller's contract, the actor type;
+        // ManuallyDrop ensures the payload is consumed exactly once, here.
+        unsafe { (this.call)(&mut this.storage, actor.cast(), ctx.cast()) }
+    }
+}
+
+impl RawEnvelope {
+    /// Delivers the message stored at `at` without moving the envelope first (it may sit in a
+    /// worker's hand-off slot); the slot is empty afterwards (its payload is moved out before
+    /// the handler runs, so the handler may refill the slot).
+    ///
+    /// # Safety
+    /// `at` holds a live envelope built by `Envelope::<A>::new`, which the caller owns and will
+    /// treat as moved-out from now on.
+    #[inline]
+    pub(crate) unsafe fn deliver_in_place<A: Actor>(
+        at: *mut RawEnvelope,
+        actor: &mut A,
+        ctx: &mut Context<A>,
+    ) {
+        let actor: *mut A = actor;
+        let ctx: *mut Context<A> = ctx;
+        // SAFETY: per the function contract; `call` reads the payload out of `storage` before
+        // anything else.
+        unsafe {
+            let call = (*at).call;
+            call(&mut (*at).storage, actor.cast(), ctx.cast());
+        }
+    }
+}
+
+impl Drop for RawEnvelope {
+    fn drop(&mut self) {
+        // SAFETY: `call` matches the payload type; an envelope that is dropped was never
+        // delivered (`deliver` forgets it), so the payload is still there to release, and a
+        // null actor asks for exactly that (the actor type is then never used).
+        unsafe { (self.call)(&mut self.storage, ptr::null_mut(), ptr::null_mut()) }
+    }
+}
+
+/// A message for an actor of type `A`.
+pub(crate) struct Envelope<A: Actor> {
+    raw: RawEnvelope,
+    _actor: PhantomData<fn(&mut A)>,
+}
 
 impl<A: Actor> Envelope<A> {
     /// Wraps `payload`, inline if it fits, boxed otherwise.
     #[inline]
     pub(crate) fn new<P: Deliver<A>>(payload: P) -> Self {
         let mut storage: Storage = [MaybeUninit::uninit(); INLINE_WORDS];
-        if fits_inline::<P>() {
+        let call: Call = if fits_inline::<P>() {
             // SAFETY: `P` fits in `storage` in size and alignment (checked above); the bytes are
             // read back exactly once, as `P`, by `call_inline::<A, P>`.
             unsafe { ptr::write(storage.as_mut_ptr().cast::<P>(), payload) };
-            Envelope {
-                call: call_inline::<A, P>,
-                storage,
-            }
+            call_inline::<A, P>
         } else {
             let boxed: *mut P = Box::into_raw(Box::new(payload));
             // SAFETY: a pointer fits in the first word; read back once by `call_boxed::<A, P>`.
             unsafe { ptr::write(storage.as_mut_ptr().cast::<*mut P>(), boxed) };
-            Envelope {
-                call: call_boxed::<A, P>,
-                storage,
-            }
+            call_boxed::<A, P>
+        };
+        Envelope {
+            raw: RawEnvelope { call, storage },
+            _actor: PhantomData,
         }
     }
 
     /// Hands the message to the actor's handler.
     #[inline]
     pub(crate) fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
-        let mut this = mem::ManuallyDrop::new(self);
-        // SAFETY: `call` matches the payload type (module invariant); ManuallyDrop ensures the
-        // payload is consumed exactly once, here; the pointers come from live references.
-        unsafe { (this.call)(&mut this.storage, actor, ctx) }
+        // SAFETY: built by `Envelope::<A>::new`, for this `A`.
+        unsafe { self.raw.deliver(actor, ctx) }
     }
-}
 
-impl<A: Actor> Envelope<A> {
+    /// Erases the actor type (to travel through the scheduler with its actor).
+    #[inline]
+    pub(crate) fn into_raw(self) -> RawEnvelope {
+        self.raw
+    }
+
     /// Takes the payload back out, undelivered (e.g. to return a message the actor refused).
     ///
     /// # Safety
     /// `P` must be the exact type this envelope was built from with [`Envelope::new`].
     pub(crate) unsafe fn into_payload<P: Deliver<A>>(self) -> P {
-        let this = mem::ManuallyDrop::new(self);
+        let this = mem::ManuallyDrop::new(self.raw);
         let storage = this.storage.as_ptr();
         if fits_inline::<P>() {
             // SAFETY: built inline from a `P` (caller's contract); read once, never dropped again.
@@ -93,51 +157,42 @@ impl<A: Actor> Envelope<A> {
     }
 }
 
-impl<A: Actor> Drop for Envelope<A> {
-    fn drop(&mut self) {
-        // SAFETY: `call` matches the payload type, and an envelope that is dropped was never
-        // delivered (`deliver` forgets it), so the payload is still there to release; a null
-        // actor asks for exactly that.
-        unsafe { (self.call)(&mut self.storage, ptr::null_mut(), ptr::null_mut()) }
-    }
-}
-
 const fn fits_inline<P>() -> bool {
     mem::size_of::<P>() <= INLINE_BYTES && mem::align_of::<P>() <= mem::align_of::<usize>()
 }
 
 /// # Safety
 /// `storage` holds a valid `P` written by `Envelope::new`, not yet read; `actor` and `ctx` are
-/// both null or both valid and exclusive.
+/// both null, or both valid, exclusive pointers to an `A` and its `Context<A>`.
 unsafe fn call_inline<A: Actor, P: Deliver<A>>(
     storage: *mut Storage,
-    actor: *mut A,
-    ctx: *mut Context<A>,
+    actor: *mut (),
+    ctx: *mut (),
 ) {
     // SAFETY: per the function contract; the payload is moved out once.
     let payload = unsafe { ptr::read(storage.cast::<P>()) };
     if actor.is_null() {
         drop(payload);
     } else {
-        // SAFETY: non-null means valid and exclusive (function contract).
-        payload.deliver(unsafe { &mut *actor }, unsafe { &mut *ctx });
+        // SAFETY: non-null means valid and exclusive, of these types (function contract).
+        payload.deliver(unsafe { &mut *actor.cast::<A>() }, unsafe {
+            &mut *ctx.cast::<Context<A>>()
+        });
     }
 }
 
 /// # Safety
 /// `storage` holds a `*mut P` from `Box::into_raw`, not yet read; pointers as for
 /// `call_inline`.
-unsafe fn call_boxed<A: Actor, P: Deliver<A>>(
-    storage: *mut Storage,
-    actor: *mut A,
-    ctx: *mut Context<A>,
-) {
+unsafe fn call_boxed<A: Actor, P: Deliver<A>>(storage: *mut Storage, actor: *mut (), ctx: *mut ()) {
     // SAFETY: per the function contract; the box is reclaimed once.
     let payload = unsafe { *Box::from_raw(ptr::read(storage.cast::<*mut P>())) };
     if actor.is_null() {
         drop(payload);
     } else {
-        // SAFETY: non-null means valid and exclusive (function contract).
-        payload.deliver(unsafe { &mut *actor }, unsafe { &mut *ctx });
+        // SAFETY: non-null means valid and exclusive, of these types (function contract).
+        payload.deliver(unsafe { &mut *actor.cast::<A>() }, unsafe {
+            &mut *ctx.cast::<Context<A>>()
+        });
     }
 }

@@ -267,6 +267,38 @@ impl<T> Mailbox<T> {
         }
     }
 
+    /// Wakes the owner if it is idle, without adding a message: the caller then holds the right
+    /// to run it and hands it a message directly (see `ActorCell::push`). `Ok(false)` if it was
+    /// not idle (send normally); `Err` if the mailbox is closed.
+    #[inline]
+    pub(crate) fn wake_idle(&self) -> Result<bool, Closed<()>> {
+        let mut tail = self.tail.load(Ordering::Relaxed);
+        loop {
+            if tail & CLOSED != 0 {
+                return Err(Closed(()));
+            }
+            if tail & IDLE == 0 {
+                return Ok(false);
+            }
+            // AcqRel, as in `push`: Acquire pairs with the consumer's Release when it went idle.
+            match self.tail.compare_exchange_weak(
+                tail,
+                tail & !IDLE,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(true),
+                Err(current) => tail = current,
+            }
+        }
+    }
+
+    /// True if the owner looks idle (a hint: it may change at once).
+    #[inline]
+    pub(crate) fn looks_idle(&self) -> bool {
+        self.tail.load(Ordering::Relaxed) & IDLE != 0
+    }
+
     /// Sets `SIGNALED`, waking the owner if idle. Returns `Ok(true)` when the caller must
     /// schedule the owner, and `Err(Closed(()))` if the owner has terminated.
     pub(crate) fn signal(&self) -> Result<bool, Closed<()>> {

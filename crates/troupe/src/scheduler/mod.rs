@@ -5,9 +5,10 @@
 //! has a global `Injector` for actors scheduled from outside it.
 //!
 //! Where a newly runnable actor goes:
-//! - scheduled by an actor running on a worker of the same pool: into that worker's LIFO slot,
-//!   so it runs next, on the same core, with the message still in cache (the slot's previous
-//!   occupant moves to the back of the local queue);
+//! - scheduled by an actor running on a worker of the same pool: into that worker's LIFO slot if
+//!   it is free, so it runs next, on the same core, with the message still in cache; if the slot
+//!   is taken, to the back of the local queue (where other workers can steal it). An actor woken
+//!   from idle this way takes its message with it, not through its mailbox (a hand-off);
 //! - scheduled from anywhere else (a plain thread, another pool, a dedicated actor thread):
 //!   into the injector, and a sleeping worker is woken;
 //! - an actor whose turn used its whole budget (`throughput` messages): to the back of its
@@ -129,6 +130,18 @@ impl Drop for Pool {
             self.stop_threads();
         }
     }
+}
+
+/// True if the caller is a worker of `pool` that can take a hand-off (see `ActorCell::push`).
+#[inline]
+pub(crate) fn can_hand_off(pool: &Arc<PoolShared>) -> bool {
+    worker::can_hand_off(pool)
+}
+
+/// Puts an actor the caller just woke from idle, with a message, in this worker's LIFO slot.
+#[inline]
+pub(crate) fn hand_off(actor: RawActor, message: crate::envelope::RawEnvelope) {
+    worker::hand_off(actor, message)
 }
 
 /// Makes `actor` runnable on its executor. Called only by the party that cleared the actor's

@@ -4,9 +4,10 @@
 //! # Order of looking for work
 //! 1. Every [`GLOBAL_INTERVAL`] ticks, the injector first, so actors scheduled from outside are
 //!    not starved by a busy local queue.
-//! 2. The LIFO slot: the actor the last turn made runnable. Runs of LIFO turns are unbounded
-//!    while nothing else waits; after [`LIFO_STREAK`] in a row, if the local queue or the
-//!    injector holds work, the LIFO actor goes to the back of the local queue instead.
+//! 2. The LIFO slot: the first actor the last turn made runnable (with the message handed to
+//!    it, if it was idle; see `ActorCell::push`). Runs of LIFO turns are unbounded while nothing
+//!    else waits; after [`LIFO_STREAK`] in a row, the oldest actor of the local queue goes
+//!    first, and the LIFO task waits in its slot for one tick.
 //! 3. The local queue (front).
 //! 4. A batch from the injector.
 //! 5. A batch stolen from another worker, starting at a rotating victim.
@@ -16,9 +17,11 @@
 //! sees the flag. The system stops all actors before it stops the pools, so no runnable actor
 //! is left behind.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
+use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
+use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -27,6 +30,7 @@ use crossbeam_utils::sync::Parker;
 
 use super::PoolShared;
 use crate::cell::{RawActor, Turn};
+use crate::envelope::RawEnvelope;
 
 /// Ticks between looks at the injector ahead of local work (as async-executor and tokio do).
 const GLOBAL_INTERVAL: u32 = 61;
@@ -35,38 +39,96 @@ const LIFO_STREAK: u32 = 64;
 /// Rounds of stealing before a worker with nothing to do parks.
 const SEARCH_ROUNDS: u32 = 16;
 
+/// An actor to run, and whether a message was handed to it (it waits in `lifo_message`).
+struct Task {
+    actor: RawActor,
+    handoff: bool,
+}
+
 /// What the current thread knows about the worker it is, if any.
 struct Local {
     pool: *const PoolShared,
     queue: LocalQueue<RawActor>,
+    /// The LIFO slot: the actor to run next...
     lifo: Cell<Option<RawActor>>,
+    /// ...and whether it was handed a message...
+    lifo_has_message: Cell<bool>,
+    /// ...which waits here until its turn takes it in place (no copies on the hot path).
+    lifo_message: UnsafeCell<MaybeUninit<RawEnvelope>>,
+}
+
+impl Local {
+    #[inline]
+    fn take_lifo(&self) -> Option<Task> {
+        let actor = self.lifo.take()?;
+        Some(Task {
+            actor,
+            handoff: self.lifo_has_message.replace(false),
+        })
+    }
+}
+
+/// The calling thread's worker, if it is one of `pool`'s.
+#[inline]
+fn local_of(pool: &Arc<PoolShared>) -> Option<&'static Local> {
+    let local = CURRENT.with(|current| current.get());
+    if local.is_null() {
+        return None;
+    }
+    // SAFETY: CURRENT is set only by `run` below, to a `Local` that lives on that worker's stack
+    // until `run` returns (and clears CURRENT first); this is that thread, and the reference is
+    // used only within the current call on it (never stored), so 'static does not outlive it.
+    let local = unsafe { &*local };
+    (local.pool == Arc::as_ptr(pool)).then_some(local)
 }
 
 thread_local! {
     static CURRENT: Cell<*const Local> = const { Cell::new(ptr::null()) };
 }
 
-/// If the calling thread is a worker of `pool`, puts `actor` in its LIFO slot and returns
-/// true; otherwise returns false and the caller injects it.
+/// If the calling thread is a worker of `pool`, makes `actor` runnable there: in the LIFO slot
+/// if it is free (it runs next), else at the back of the local queue (stealable; a sleeping
+/// worker is woken). Returns false if the caller must inject it instead.
 #[inline]
 pub(super) fn schedule_local(pool: &Arc<PoolShared>, actor: RawActor) -> bool {
+    let Some(local) = local_of(pool) else {
+        return false;
+    };
+    if local.lifo.get().is_none() {
+        local.lifo.set(Some(actor));
+    } else {
+        local.queue.push(actor);
+        pool.idle.notify_one();
+    }
+    true
+}
+
+/// True if the calling thread is a worker of `pool` whose LIFO slot is free, so an idle actor
+/// of the pool can be handed a message directly with its next turn.
+#[inline]
+pub(super) fn can_hand_off(pool: &Arc<PoolShared>) -> bool {
+    local_of(pool).is_some_and(|local| local.lifo.get().is_none())
+}
+
+/// Puts `actor`, just woken from idle by the caller, in this worker's LIFO slot with a message.
+/// Call only after `can_hand_off` returned true on this thread (nothing ran in between).
+#[inline]
+pub(super) fn hand_off(actor: RawActor, message: RawEnvelope) {
     CURRENT.with(|current| {
         let local = current.get();
-        if local.is_null() {
-            return false;
-        }
-        // SAFETY: CURRENT is set only by `run` below, to a `Local` that lives on that worker's
-        // stack until `run` returns (and clears CURRENT first); this is that thread.
+        assert!(!local.is_null(), "hand-off outside a worker");
+        // SAFETY: as in `local_of`.
         let local = unsafe { &*local };
-        if local.pool != Arc::as_ptr(pool) {
-            return false;
-        }
-        if let Some(previous) = local.lifo.replace(Some(actor)) {
-            local.queue.push(previous);
-            pool.idle.notify_one();
-        }
-        true
-    })
+        assert!(
+            local.lifo.get().is_none(),
+            "hand-off into an occupied LIFO slot"
+        );
+        // SAFETY: the slot is free (no actor in the LIFO slot means no message waiting: a turn
+        // takes its message before running any user code), and only this thread touches it.
+        unsafe { (*local.lifo_message.get()).write(message) };
+        local.lifo_has_message.set(true);
+        local.lifo.set(Some(actor));
+    });
 }
 
 /// The body of a worker thread.
@@ -80,6 +142,8 @@ pub(super) fn run(
         pool: Arc::as_ptr(&shared),
         queue,
         lifo: Cell::new(None),
+        lifo_has_message: Cell::new(false),
+        lifo_message: UnsafeCell::new(MaybeUninit::uninit()),
     };
     CURRENT.with(|c| c.set(&local));
     let mut worker = WorkerLoop {
@@ -123,7 +187,12 @@ struct WorkerLoop<'a> {
 impl WorkerLoop<'_> {
     fn run(&mut self) {
         loop {
-            let next = self.next_local().or_else(|| self.find_elsewhere());
+            let next = self.next_local().or_else(|| {
+                self.find_elsewhere().map(|actor| Task {
+                    actor,
+                    handoff: false,
+                })
+            });
             match next {
                 Some(actor) => {
                     if self.searching {
@@ -144,11 +213,17 @@ impl WorkerLoop<'_> {
     }
 
     #[inline]
-    fn run_turn(&mut self, actor: RawActor) {
+    fn run_turn(&mut self, task: Task) {
+        let actor = task.actor;
         self.current = Some(actor);
         // SAFETY: the actor came out of a run queue, where only the party that cleared its IDLE
-        // bit (or its spawner) put it, exactly once; it is alive until its final turn.
-        let turn = unsafe { actor.run(self.shared.throughput) };
+        // bit (or its spawner) put it, exactly once; it is alive until its final turn. A
+        // hand-off message was built for this actor by `ActorCell::push`.
+        let message = task
+            .handoff
+            .then(|| NonNull::new(self.local.lifo_message.get().cast::<RawEnvelope>()))
+            .flatten();
+        let turn = unsafe { actor.run(self.shared.throughput, message) };
         self.current = None;
         if turn == Turn::Yield {
             self.lifo_streak = 0;
@@ -163,29 +238,33 @@ impl WorkerLoop<'_> {
     /// Work this worker already holds: the LIFO slot or its local queue (or, periodically,
     /// the injector first).
     #[inline]
-    fn next_local(&mut self) -> Option<RawActor> {
+    fn next_local(&mut self) -> Option<Task> {
+        let plain = |actor| Task {
+            actor,
+            handoff: false,
+        };
         self.until_global -= 1;
         if self.until_global == 0 {
             self.until_global = GLOBAL_INTERVAL;
             if let Some(actor) = self.steal_injector() {
-                return Some(actor);
+                return Some(plain(actor));
             }
         }
-        if let Some(actor) = self.local.lifo.take() {
+        if self.local.lifo.get().is_some() {
             if self.lifo_streak < LIFO_STREAK {
                 self.lifo_streak += 1;
-                return Some(actor);
+                return self.local.take_lifo();
             }
             self.lifo_streak = 0;
-            if self.local.queue.is_empty() && self.shared.injector.is_empty() {
-                return Some(actor);
+            // Others are waiting: run the oldest local one first; the LIFO task (and any
+            // message handed to it) stays in its slot for the next tick.
+            if let Some(actor) = self.local.queue.pop() {
+                return Some(plain(actor));
             }
-            // Others are waiting: this one goes to the back.
-            self.local.queue.push(actor);
-        } else {
-            self.lifo_streak = 0;
+            return self.local.take_lifo();
         }
-        self.local.queue.pop()
+        self.lifo_streak = 0;
+        self.local.queue.pop().map(plain)
     }
 
     fn steal_injector(&self) -> Option<RawActor> {
