@@ -216,13 +216,14 @@ impl WorkerLoop<'_> {
     fn run_turn(&mut self, task: Task) {
         let actor = task.actor;
         self.current = Some(actor);
-        // SAFETY: the actor came out of a run queue, where only the party that cleared its IDLE
-        // bit (or its spawner) put it, exactly once; it is alive until its final turn. A
-        // hand-off message was built for this actor by `ActorCell::push`.
         let message = task
             .handoff
             .then(|| NonNull::new(self.local.lifo_message.get().cast::<RawEnvelope>()))
             .flatten();
+        // SAFETY: the actor came out of a run queue, where only the party that cleared its IDLE
+        // bit (or its spawner) put it, exactly once; it is alive until its final turn. A
+        // hand-off message was built for this actor by `ActorCell::push`, and the turn takes it
+        // out of the slot before any user code can refill it.
         let turn = unsafe { actor.run(self.shared.throughput, message) };
         self.current = None;
         if turn == Turn::Yield {
