@@ -9,7 +9,7 @@ pub(crate) use loom::{
     cell::UnsafeCell,
     hint,
     sync::{
-        atomic::{fence, AtomicPtr, AtomicU8, AtomicUsize, Ordering},
+        atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering},
         Arc, Mutex, MutexGuard,
     },
     thread,
@@ -19,7 +19,7 @@ pub(crate) use loom::{
 pub(crate) use std::{
     hint,
     sync::{
-        atomic::{fence, AtomicPtr, AtomicU8, AtomicUsize, Ordering},
+        atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering},
         Mutex, MutexGuard,
     },
     thread,

@@ -11,7 +11,7 @@
 
 use crossbeam_utils::sync::{Parker, Unparker};
 
-use crate::loom::{fence, AtomicUsize, Mutex, Ordering};
+use crate::loom::{AtomicUsize, Mutex, Ordering};
 
 pub(crate) struct Idle {
     /// Workers registered in `sleepers` (parked, or about to park).
@@ -38,12 +38,13 @@ impl Idle {
     /// Called after work was made visible to other workers.
     #[inline]
     pub(crate) fn notify_one(&self) {
-        // SeqCst fence: orders the caller's push before the loads below, and pairs with the
-        // fence in `register_sleeper`, so either we see the sleeper or it sees the work.
-        fence(Ordering::SeqCst);
-        if self.num_searching.load(Ordering::Relaxed) > 0
-            || self.num_sleeping.load(Ordering::Relaxed) == 0
-        {
+        // A read-modify-write (adding nothing) rather than a plain load: it reads the latest
+        // `num_sleeping`, and it is ordered with the sleeper's own read-modify-write of the same
+        // counter in `register_sleeper`. Either ours comes first, and the sleeper's Acquire
+        // synchronises with our Release, so its look at the queues sees the work we pushed; or
+        // the sleeper's comes first, and we see it registered. (Cheaper than a SeqCst fence.)
+        let sleeping = self.num_sleeping.fetch_add(0, Ordering::AcqRel);
+        if sleeping == 0 || self.num_searching.load(Ordering::Acquire) > 0 {
             return;
         }
         self.wake_one();
@@ -80,14 +81,13 @@ impl Idle {
     }
 
     /// Registers worker `index` as sleeping. The caller must then look for work once more
-    /// (and call `cancel_sleep` if it finds any) before parking.
+    /// (and call `wake_up` whatever it finds) before parking.
     pub(crate) fn register_sleeper(&self, index: usize) {
         let mut sleepers = self.lock();
         sleepers.push(index);
-        self.num_sleeping.fetch_add(1, Ordering::SeqCst);
+        // Pairs with the read-modify-write in `notify_one` (see there).
+        self.num_sleeping.fetch_add(1, Ordering::AcqRel);
         drop(sleepers);
-        // Pairs with the fence in `notify_one`.
-        fence(Ordering::SeqCst);
     }
 
     /// Worker `index` is awake again (it found work before parking, or its park returned).
