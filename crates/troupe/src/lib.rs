@@ -47,6 +47,8 @@ mod mailbox;
 mod reply;
 mod scheduler;
 mod system;
+#[allow(dead_code)] // wired into actors and ask timeouts next
+mod timer;
 
 pub use actor::{Actor, Context, Handler, Message};
 pub use addr::Addr;

@@ -1,0 +1,1 @@
+//! Timers: a hierarchical hashed timing wheel and the thread that drives it.
