@@ -5,7 +5,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::actor::{Actor, Context, Handler, Message};
-use crate::cell::{ActorCell, ChildRef};
+use crate::cell::{ActorCell, ChildRef, Refusal};
 use crate::envelope::{Deliver, Envelope};
 use crate::error::{AskError, SendError};
 use crate::reply::{self, Ask, ReplySender};
@@ -85,13 +85,31 @@ impl<A: Actor> Addr<A> {
         }
     }
 
-    pub(crate) fn into_child_parent(self) -> ChildRef {
+    /// This actor as a type-erased cell (for parents, links, watchers).
+    pub(crate) fn into_erased(self) -> ChildRef {
         self.cell
+    }
+
+    /// A type-erased handle to this actor's cell.
+    pub(crate) fn erased(&self) -> ChildRef {
+        self.cell.clone()
+    }
+
+    /// Remembers a registered name on the actor, so its end releases it. False if the actor has
+    /// already ended.
+    pub(crate) fn remember_name(&self, name: &str) -> bool {
+        let mut inner = self.cell.extras.get_or_init().lock();
+        if inner.ended.is_some() {
+            return false;
+        }
+        inner.names.push(name.to_owned());
+        true
     }
 
     /// Sends a message without waiting (fire and forget).
     ///
-    /// Never blocks. If the actor has stopped, the message comes back in the error.
+    /// Never blocks. If the actor has stopped, or its bounded mailbox is full (overflow policy
+    /// `Fail`), the message comes back in the error.
     ///
     /// ```
     /// use troupe::{Actor, Context, Handler, Message, System};
@@ -115,11 +133,67 @@ impl<A: Actor> Addr<A> {
     {
         self.cell
             .push(Envelope::new(Tell(msg)))
-            .map_err(|envelope| {
+            .map_err(|(envelope, refusal)| {
                 // SAFETY: the envelope was built just above from a `Tell<M>`.
                 let Tell(msg) = unsafe { envelope.into_payload::<Tell<M>>() };
-                SendError(msg)
+                match refusal {
+                    Refusal::Stopped => SendError::Stopped(msg),
+                    Refusal::Full => SendError::Full(msg),
+                }
             })
+    }
+
+    /// Sends a message, waiting (asynchronously) while the actor's bounded mailbox is full.
+    /// For an unbounded mailbox, or a full one whose overflow policy drops messages, it
+    /// completes at once, like [`tell`](Addr::tell). Fails only if the actor has stopped.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System, SpawnOptions, Overflow};
+    /// # struct Sink;
+    /// # impl Actor for Sink {}
+    /// # struct Item;
+    /// # impl Message for Item { type Reply = (); }
+    /// # impl Handler<Item> for Sink { fn handle(&mut self, _: Item, _: &mut Context<Self>) {} }
+    /// let system = System::new();
+    /// let sink = system.spawn_with(Sink, SpawnOptions::new().bounded(16, Overflow::Fail));
+    /// let sent = system.block_on(async {
+    ///     for _ in 0..1000 {
+    ///         sink.send(Item).await?;
+    ///     }
+    ///     Ok::<_, troupe::SendError<Item>>(())
+    /// });
+    /// assert!(sent.is_ok());
+    /// system.shutdown();
+    /// ```
+    pub async fn send<M>(&self, msg: M) -> Result<(), SendError<M>>
+    where
+        A: Handler<M>,
+        M: Message,
+    {
+        let mut msg = msg;
+        loop {
+            match self.tell(msg) {
+                Err(SendError::Full(back)) => {
+                    msg = back;
+                    let bound = self
+                        .cell
+                        .bound
+                        .as_deref()
+                        .expect("only bounded mailboxes fill");
+                    // Wait until room is made (or the actor stops), then try again; if another
+                    // sender took the room first, this waits again.
+                    std::future::poll_fn(|cx| {
+                        if bound.wait_for_room(cx.waker()) || self.cell.is_stopped() {
+                            std::task::Poll::Ready(())
+                        } else {
+                            std::task::Poll::Pending
+                        }
+                    })
+                    .await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Sends a request and returns its pending reply: `.await` it, [`Ask::wait`] for it,
@@ -146,8 +220,32 @@ impl<A: Actor> Addr<A> {
         M: Message,
     {
         let (reply, ask) = reply::channel();
-        // A refused envelope is dropped here; its reply sender then fails the ask.
-        let _ = self.cell.push(Envelope::new(Request { msg, reply }));
+        if let Err((envelope, refusal)) = self.cell.push(Envelope::new(Request { msg, reply })) {
+            // SAFETY: the envelope was built just above from a `Request<M>`.
+            let request = unsafe { envelope.into_payload::<Request<M>>() };
+            let reason = match refusal {
+                Refusal::Stopped => AskError::Stopped,
+                Refusal::Full => AskError::MailboxFull,
+            };
+            request.reply.fail(reason);
+        }
+        ask
+    }
+
+    /// Like [`ask`](Addr::ask), but the reply fails with [`AskError::Timeout`] if it has not
+    /// come within `timeout`, however it is awaited (`.await`, `wait`, `pipe_to`). The timeout
+    /// runs on the system's timer wheel.
+    pub fn ask_timeout<M>(&self, msg: M, timeout: std::time::Duration) -> Ask<M::Reply>
+    where
+        A: Handler<M>,
+        M: Message,
+    {
+        let ask = self.ask(msg);
+        let expire = ask.expirer();
+        self.cell.system().timers().schedule(
+            timeout,
+            Box::new(move || expire.expire(AskError::Timeout(timeout))),
+        );
         ask
     }
 
@@ -164,7 +262,16 @@ impl<A: Actor> Addr<A> {
 
     /// Messages waiting in the actor's mailbox (approximate; for monitoring).
     pub fn mailbox_len(&self) -> usize {
-        self.cell.mailbox.len()
+        match &self.cell.bound {
+            Some(bound) => bound.len(),
+            None => self.cell.mailbox.len(),
+        }
+    }
+
+    /// The actor's counters: messages processed, mailbox depth, restarts, refused and dropped
+    /// messages, time in handlers (if spawned with `SpawnOptions::measure_time`).
+    pub fn metrics(&self) -> crate::ActorMetrics {
+        crate::metrics::actor_metrics(&self.cell)
     }
 
     /// The actor's unique id within its process.

@@ -2,11 +2,14 @@
 //!
 //! ```text
 //! ActorCell<A> (one Arc allocation)
-//! ├── Header      run fn, executor (pool or own thread), id   <- run queues hold *Header
+//! ├── Header      run / fail fns, executor (pool or own thread), id   <- run queues hold *Header
 //! ├── Mailbox     lock-free MPSC queue of Envelope<A>, plus the IDLE/SIGNALED/CLOSED bits
-//! ├── signals     lock-free stack of control signals (stop, child stopped)
-//! ├── parent      where to report when stopped
-//! └── private     the actor value and its Context; touched only by the running turn
+//! ├── signals     lock-free stack of control signals (stop, child failed, restart...)
+//! ├── parent      where to report when failed or stopped
+//! ├── bound       capacity and overflow policy, for bounded mailboxes only
+//! ├── processed   messages handled (read by metrics)
+//! ├── extras      watchers, links, names, counters: allocated on first use
+//! └── private     the actor value, its Context, its phase — touched only by the running turn
 //! ```
 //!
 //! # References
@@ -17,26 +20,31 @@
 //! scheduling costs no reference-count traffic.
 //!
 //! # A turn
-//! 1. Read pending signals (stop requests, children reporting they stopped).
-//! 2. First turn only: `started`.
-//! 3. Handle up to `budget` messages, one at a time.
-//! 4. If a stop was requested: `stopping`, close the mailbox (dropping what is left, which
-//!    fails its askers), ask every child to stop, and wait for them to report.
-//! 5. When stopping and no children are left: `stopped`, drop the actor, terminate the mailbox,
-//!    tell the parent, give up the alive reference.
-//! 6. Otherwise try to go idle; if a message or signal slipped in meanwhile, go round again.
+//! 1. Read pending signals (stop, children failing or stopping, restart orders, links).
+//! 2. Lifecycle work outside the hot path (`lifecycle.rs`): `started` on the first turn;
+//!    reporting a failure to the supervisor; restarting; beginning and finishing a stop.
+//! 3. Running: handle the message handed off with the turn, if any, then up to `budget`
+//!    messages from the mailbox, one at a time.
+//! 4. Try to go idle; if a message or signal slipped in meanwhile, go round again.
 //!
-//! A panic in a handler or hook is caught at the turn boundary: the worker thread survives, the
-//! message's asker gets `AskError::Panicked`, and the actor is stopped.
+//! A panic in a handler unwinds out of the turn to the worker, which catches it (once per
+//! worker loop, not per turn) and calls `fail`: the actor is suspended and its supervisor
+//! decides (see `supervisor.rs`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr::{self, NonNull};
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use crate::actor::{Actor, Context};
+use crate::bounded::Bound;
 use crate::envelope::{Envelope, RawEnvelope};
-use crate::loom::{AtomicPtr, Backoff, Ordering, UnsafeCell};
+use crate::extras::{Extras, LazyBox};
+use crate::lifecycle::{self, Phase};
+use crate::loom::{Backoff, Ordering, UnsafeCell};
 use crate::mailbox::{Consumer, Mailbox};
+use crate::signal::{Signal, SignalStack};
+use crate::supervisor::{Failure, Restart};
 use crate::system::{ActorId, SystemShared};
 
 /// A type-erased pointer to an actor cell, as held by run queues.
@@ -50,16 +58,16 @@ unsafe impl Send for RawActor {}
 impl RawActor {
     /// Runs one turn of the actor.
     ///
-    /// # Safety
-    /// The caller must hold the right to run this actor (it was handed out by the scheduling
-    /// rule and not yet run), and the actor's alive reference must not have been released.
-    ///
     /// `handoff` points to a message handed to the actor with its turn (built for this actor's
     /// type by `ActorCell::push`); the turn takes it (delivers or drops it) before any user
     /// code runs, then reads the mailbox.
     ///
     /// A panic in a handler unwinds out of this call; the caller must catch it and then call
     /// [`RawActor::fail`] (see `run_catching` for the simple form of that).
+    ///
+    /// # Safety
+    /// The caller must hold the right to run this actor (it was handed out by the scheduling
+    /// rule and not yet run), and the actor's alive reference must not have been released.
     #[inline]
     pub(crate) unsafe fn run(self, budget: usize, handoff: Option<NonNull<RawEnvelope>>) -> Turn {
         // SAFETY: the header is live while the alive reference is held (caller's contract).
@@ -68,20 +76,21 @@ impl RawActor {
         unsafe { run(self, budget, handoff) }
     }
 
-    /// Marks the actor failed after a panic unwound out of its turn: it will stop. The caller
-    /// still holds the right to run it and must run it again (it is still scheduled).
+    /// Records that a panic unwound out of the actor's turn: the actor is suspended and its
+    /// supervisor told on its next turn. The caller still holds the right to run it and must
+    /// run it again (it is still scheduled).
     ///
     /// # Safety
     /// As for `run`, and no turn of this actor is in progress.
     #[cold]
-    pub(crate) unsafe fn fail(self) {
+    pub(crate) unsafe fn fail(self, panic: &(dyn std::any::Any + Send)) {
         // SAFETY: the header is live while the alive reference is held (caller's contract).
         let fail = unsafe { self.0.as_ref().fail };
         // SAFETY: forwarded contract.
-        unsafe { fail(self) }
+        unsafe { fail(self, Failure::from_panic(panic)) }
     }
 
-    /// `run`, with a panic caught and turned into a failed actor that must run again.
+    /// `run`, with a panic caught and recorded, the actor then to be run again.
     ///
     /// # Safety
     /// As for `run`.
@@ -89,9 +98,9 @@ impl RawActor {
         // SAFETY: forwarded contract.
         match catch_unwind(AssertUnwindSafe(|| unsafe { self.run(budget, None) })) {
             Ok(turn) => turn,
-            Err(_panic) => {
+            Err(panic) => {
                 // SAFETY: the turn that panicked is over; we still hold the right to run it.
-                unsafe { self.fail() };
+                unsafe { self.fail(&*panic) };
                 Turn::Yield
             }
         }
@@ -110,7 +119,7 @@ impl RawActor {
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Turn {
-    /// The mailbox was empty and the actor went idle; the next sender schedules it.
+    /// The actor went idle; the next sender (or signaller) schedules it.
     Idle,
     /// The budget ran out (or a sender is mid-write): run it again later.
     Yield,
@@ -127,79 +136,12 @@ pub(crate) enum Executor {
 /// The part of the cell the scheduler sees. Must stay the first field of `ActorCell`.
 pub(crate) struct Header {
     run: unsafe fn(RawActor, usize, Option<NonNull<RawEnvelope>>) -> Turn,
-    fail: unsafe fn(RawActor),
+    fail: unsafe fn(RawActor, String),
     pub(crate) executor: Executor,
     pub(crate) id: ActorId,
 }
 
-/// Control signals, delivered ahead of messages.
-pub(crate) enum Signal {
-    /// Stop (from `Addr::stop`, a stopping parent, or shutdown).
-    Stop,
-    /// A child reports it has stopped; the key is its slot among its parent's children.
-    ChildStopped(usize),
-}
-
-struct SignalNode {
-    signal: Signal,
-    next: *mut SignalNode,
-}
-
-/// A lock-free stack of signals: any thread pushes, the actor's turn takes all at once (so
-/// there is no ABA problem) and reverses them into sending order.
-pub(crate) struct SignalStack {
-    head: AtomicPtr<SignalNode>,
-}
-
-impl SignalStack {
-    fn new() -> Self {
-        Self {
-            head: AtomicPtr::new(ptr::null_mut()),
-        }
-    }
-
-    fn push(&self, signal: Signal) {
-        let node = Box::into_raw(Box::new(SignalNode {
-            signal,
-            next: ptr::null_mut(),
-        }));
-        let mut head = self.head.load(Ordering::Relaxed);
-        loop {
-            // SAFETY: `node` is ours until the compare-and-swap publishes it.
-            unsafe { (*node).next = head };
-            // Release pairs with the Acquire swap in `take_all`.
-            match self
-                .head
-                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(current) => head = current,
-            }
-        }
-    }
-
-    /// Takes every pushed signal, oldest first.
-    fn take_all(&self) -> Vec<Signal> {
-        let mut node = self.head.swap(ptr::null_mut(), Ordering::Acquire);
-        let mut out = Vec::new();
-        while !node.is_null() {
-            // SAFETY: the swap made this thread the owner of the whole list.
-            let boxed = unsafe { Box::from_raw(node) };
-            node = boxed.next;
-            out.push(boxed.signal);
-        }
-        out.reverse();
-        out
-    }
-}
-
-impl Drop for SignalStack {
-    fn drop(&mut self) {
-        drop(self.take_all());
-    }
-}
-
-/// What an actor reports to when it stops.
+/// What an actor reports to when it fails or stops.
 pub(crate) enum ParentLink {
     /// A top-level actor: remove it from the system registry.
     Root { shard: usize, key: usize },
@@ -207,26 +149,31 @@ pub(crate) enum ParentLink {
     Actor { parent: ChildRef, key: usize },
 }
 
-/// A type-erased reference to an actor, used by parents and the registry.
+/// A type-erased reference to an actor, used by parents, links and the registry.
 pub(crate) type ChildRef = Arc<dyn ErasedCell>;
 
 /// Operations on an actor whose type is not known.
 pub(crate) trait ErasedCell: Send + Sync {
     fn signal(&self, signal: Signal);
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Phase {
-    Starting,
-    Running,
-    Stopping,
+    fn actor_id(&self) -> ActorId;
+    fn extras(&self) -> &Extras;
 }
 
 /// State only the running turn touches.
 pub(crate) struct Private<A: Actor> {
-    actor: Option<A>,
-    ctx: Context<A>,
-    phase: Phase,
+    pub(crate) actor: Option<A>,
+    pub(crate) ctx: Context<A>,
+    pub(crate) phase: Phase,
+    /// A failure waiting to be reported to the supervisor, or the one that stopped the actor.
+    pub(crate) failure: Option<Failure>,
+    /// Rebuilds the actor on restart (supervised children only).
+    pub(crate) factory: Option<Box<dyn FnMut() -> A + Send>>,
+    pub(crate) restart: Restart,
+    /// Measure time spent in handlers.
+    pub(crate) timed: bool,
+    /// A message handed off while the actor could not take it (failed or awaiting), delivered
+    /// first when it runs again.
+    pub(crate) parked: Option<RawEnvelope>,
 }
 
 /// One actor. See the module note.
@@ -234,9 +181,14 @@ pub(crate) struct Private<A: Actor> {
 pub(crate) struct ActorCell<A: Actor> {
     header: Header,
     pub(crate) mailbox: Mailbox<Envelope<A>>,
-    signals: SignalStack,
-    parent: ParentLink,
-    private: UnsafeCell<Private<A>>,
+    pub(crate) signals: SignalStack,
+    pub(crate) parent: ParentLink,
+    pub(crate) system: Arc<SystemShared>,
+    pub(crate) bound: Option<Box<Bound>>,
+    /// Messages handled, updated once per turn.
+    pub(crate) processed: AtomicU64,
+    pub(crate) extras: LazyBox<Extras>,
+    pub(crate) private: UnsafeCell<Private<A>>,
 }
 
 // SAFETY: `private` is only accessed by the actor's current turn, and turns are serialised by
@@ -245,29 +197,45 @@ unsafe impl<A: Actor> Sync for ActorCell<A> {}
 // SAFETY: as above; the actor and messages are Send.
 unsafe impl<A: Actor> Send for ActorCell<A> {}
 
+/// What a new cell is made of.
+pub(crate) struct CellParts<A: Actor> {
+    pub(crate) actor: A,
+    pub(crate) executor: Executor,
+    pub(crate) id: ActorId,
+    pub(crate) parent: ParentLink,
+    pub(crate) system: Arc<SystemShared>,
+    pub(crate) factory: Option<Box<dyn FnMut() -> A + Send>>,
+    pub(crate) restart: Restart,
+    pub(crate) bound: Option<Box<Bound>>,
+    pub(crate) timed: bool,
+}
+
 impl<A: Actor> ActorCell<A> {
-    pub(crate) fn new(
-        actor: A,
-        executor: Executor,
-        id: ActorId,
-        parent: ParentLink,
-        system: Arc<SystemShared>,
-    ) -> Self {
+    pub(crate) fn new(parts: CellParts<A>) -> Self {
         Self {
             header: Header {
                 run: run::<A>,
                 fail: fail::<A>,
-                executor,
-                id,
+                executor: parts.executor,
+                id: parts.id,
             },
             // Not idle: the spawner schedules the first turn, which runs `started`.
             mailbox: Mailbox::new(false),
             signals: SignalStack::new(),
-            parent,
+            parent: parts.parent,
+            system: parts.system,
+            bound: parts.bound,
+            processed: AtomicU64::new(0),
+            extras: LazyBox::new(),
             private: UnsafeCell::new(Private {
-                actor: Some(actor),
-                ctx: Context::new(system),
+                actor: Some(parts.actor),
+                ctx: Context::new(),
                 phase: Phase::Starting,
+                failure: None,
+                factory: parts.factory,
+                restart: parts.restart,
+                timed: parts.timed,
+                parked: None,
             }),
         }
     }
@@ -276,17 +244,36 @@ impl<A: Actor> ActorCell<A> {
         self.header.id
     }
 
+    pub(crate) fn header_executor(&self) -> &Executor {
+        &self.header.executor
+    }
+
+    pub(crate) fn system(&self) -> &Arc<SystemShared> {
+        &self.system
+    }
+
     pub(crate) fn raw(&self) -> RawActor {
         RawActor(NonNull::from(&self.header))
     }
 
-    /// Sends an envelope; `Err` gives it back if the actor has stopped.
+    /// Sends an envelope; `Err` gives it back if the actor has stopped (or, for a bounded
+    /// mailbox, is full and refuses).
     #[inline]
-    pub(crate) fn push(&self, envelope: Envelope<A>) -> Result<(), Envelope<A>> {
+    pub(crate) fn push(&self, envelope: Envelope<A>) -> Result<(), (Envelope<A>, Refusal)> {
+        if let Some(bound) = &self.bound {
+            return self.push_bounded(bound, envelope);
+        }
+        self.push_unbounded(envelope)
+            .map_err(|e| (e, Refusal::Stopped))
+    }
+
+    #[inline]
+    fn push_unbounded(&self, envelope: Envelope<A>) -> Result<(), Envelope<A>> {
         // Hand-off: an idle actor on this worker's own pool, with this worker's LIFO slot free,
         // gets the message directly with its turn: no mailbox slot is written or read. Safe for
-        // order: the mailbox of an idle actor is empty, so this message is the oldest, and any
-        // message sent after it goes to the mailbox, which the turn reads after the hand-off.
+        // order: `wake_idle` only succeeds when the mailbox is empty, so this message is the
+        // oldest, and any message sent after it goes to the mailbox, which the turn reads after
+        // the hand-off.
         if self.mailbox.looks_idle() {
             if let Executor::Pool(pool) = &self.header.executor {
                 if crate::scheduler::can_hand_off(pool) {
@@ -311,8 +298,32 @@ impl<A: Actor> ActorCell<A> {
         }
     }
 
-    pub(crate) fn header_executor(&self) -> &Executor {
-        &self.header.executor
+    #[cold]
+    fn push_bounded(
+        &self,
+        bound: &Bound,
+        envelope: Envelope<A>,
+    ) -> Result<(), (Envelope<A>, Refusal)> {
+        match bound.admit() {
+            crate::bounded::Admit::Yes => match self.mailbox.push(envelope) {
+                Ok(woke) => {
+                    if woke {
+                        self.schedule();
+                    }
+                    Ok(())
+                }
+                Err(closed) => {
+                    bound.release(1);
+                    Err((closed.0, Refusal::Stopped))
+                }
+            },
+            crate::bounded::Admit::Full => Err((envelope, Refusal::Full)),
+            crate::bounded::Admit::DropIt => {
+                // Dropped on purpose (overflow policy `DropNewest`), counted by `admit`.
+                drop(envelope);
+                Ok(())
+            }
+        }
     }
 
     /// Asks the actor to stop (see `Addr::stop`).
@@ -322,7 +333,7 @@ impl<A: Actor> ActorCell<A> {
 
     /// Hands the actor to its executor. Only the party that cleared IDLE may call this.
     #[inline]
-    fn schedule(&self) {
+    pub(crate) fn schedule(&self) {
         crate::scheduler::schedule(self.raw());
     }
 
@@ -332,6 +343,13 @@ impl<A: Actor> ActorCell<A> {
     }
 }
 
+/// Why a send was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    Stopped,
+    Full,
+}
+
 impl<A: Actor> ErasedCell for ActorCell<A> {
     fn signal(&self, signal: Signal) {
         self.signals.push(signal);
@@ -339,6 +357,14 @@ impl<A: Actor> ErasedCell for ActorCell<A> {
         if let Ok(true) = self.mailbox.signal() {
             self.schedule();
         }
+    }
+
+    fn actor_id(&self) -> ActorId {
+        self.header.id
+    }
+
+    fn extras(&self) -> &Extras {
+        self.extras.get_or_init()
     }
 }
 
@@ -371,18 +397,17 @@ unsafe fn run<A: Actor>(
     outcome
 }
 
-/// After a handler (or `started`) panicked, the actor's state may be inconsistent: stop it. Its
-/// next turn runs the stop sequence, whose hooks are guarded one by one.
+/// Records a panic's failure; the actor's next turn reports it to its supervisor.
 ///
 /// # Safety
 /// As for `run`; no turn is in progress.
-unsafe fn fail<A: Actor>(raw: RawActor) {
+unsafe fn fail<A: Actor>(raw: RawActor, panic: String) {
     let cell_ptr: *mut ActorCell<A> = raw.0.as_ptr().cast();
     // SAFETY: as in `run`.
     let cell = unsafe { &*cell_ptr };
     // SAFETY: the turn that panicked is over and nobody else runs this actor.
     let private = cell.private.with_mut(|p| unsafe { &mut *p });
-    private.ctx.stop_requested = true;
+    lifecycle::record_failure(cell, private, Failure::Panicked(panic));
 }
 
 fn turn<A: Actor>(
@@ -395,132 +420,135 @@ fn turn<A: Actor>(
     let mut rx = unsafe { cell.mailbox.consumer() };
     let mut handled = 0;
     let mut backoff = Backoff::new();
-    loop {
+    let turn = loop {
         if rx.take_signaled() {
-            read_signals(cell, private);
+            lifecycle::read_signals(cell, private);
         }
-        if private.phase != Phase::Running || private.ctx.stop_requested {
-            if let (true, Some(message)) = (private.ctx.stop_requested, handoff.take()) {
-                // A message handed off to a stopping actor is dropped like the queued ones.
-                // SAFETY: the hand-off slot holds a live envelope this turn owns (`run`).
-                unsafe { std::ptr::drop_in_place(message.as_ptr()) };
+        if private.phase != Phase::Running
+            || private.ctx.stop_requested
+            || private.failure.is_some()
+        {
+            if let Some(message) = handoff.take() {
+                if private.ctx.stop_requested {
+                    // Dropped like the queued messages of a stopping actor.
+                    // SAFETY: the hand-off slot holds a live envelope this turn owns (`run`).
+                    unsafe { std::ptr::drop_in_place(message.as_ptr()) };
+                } else {
+                    // Failed or suspended: keep it for the (restarted or resumed) actor, ahead of
+                    // the mailbox, which was empty when it was handed off.
+                    // SAFETY: as above; moved out once, the slot is free afterwards.
+                    private.parked = Some(unsafe { message.as_ptr().read() });
+                }
             }
-            if let Some(end) = change_phase(cell, private, &mut rx) {
-                return end;
+            if let Some(end) = lifecycle::change_phase(cell, private, &mut rx) {
+                break end;
             }
         }
 
         if private.phase == Phase::Running {
-            // The hot loop: one message at a time, up to the budget.
-            let actor = private
-                .actor
-                .as_mut()
-                .expect("a running actor has its state");
-            if let Some(message) = handoff.take() {
-                // SAFETY: `ActorCell::<A>::push` built it from an `Envelope<A>`; this turn owns it
-                // and delivers it in place, before any user code could refill the slot.
-                unsafe { RawEnvelope::deliver_in_place(message.as_ptr(), actor, &mut private.ctx) };
-                handled += 1;
-                if private.ctx.stop_requested {
-                    continue;
-                }
-            }
-            while handled < budget {
-                let Some(envelope) = rx.pop() else { break };
-                envelope.deliver(actor, &mut private.ctx);
-                handled += 1;
-                if private.ctx.stop_requested {
-                    break;
-                }
-            }
-            if private.ctx.stop_requested {
-                continue; // stop at once: `change_phase` begins it
-            }
-            if handled >= budget {
-                return Turn::Yield;
+            let batch = if private.timed {
+                let started = std::time::Instant::now();
+                let batch =
+                    run_messages(cell, private, &mut rx, budget, &mut handled, &mut handoff);
+                let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                cell.extras
+                    .get_or_init()
+                    .handler_nanos
+                    .fetch_add(nanos, Ordering::Relaxed);
+                batch
+            } else {
+                run_messages(cell, private, &mut rx, budget, &mut handled, &mut handoff)
+            };
+            match batch {
+                Batch::Interrupted => continue, // `change_phase` handles stops and suspensions
+                Batch::BudgetSpent => break Turn::Yield,
+                Batch::Drained => {}
             }
         }
 
-        if rx.try_idle() {
-            return Turn::Idle;
+        let idle = if private.phase.holds_messages() {
+            // A suspended actor keeps its messages and waits for a signal.
+            rx.try_idle_keeping_messages()
+        } else {
+            rx.try_idle()
+        };
+        if idle {
+            break Turn::Idle;
         }
         // Something arrived since we last looked. A signal or a ready message: go round at once.
         // A producer still writing its slot: wait a moment, then yield rather than spin.
         if private.phase == Phase::Running && !rx.is_drained() && !rx.has_ready() {
             backoff.snooze();
             if backoff.is_completed() {
-                return Turn::Yield;
+                break Turn::Yield;
             }
         }
+    };
+    if handled > 0 {
+        cell.processed.fetch_add(handled as u64, Ordering::Relaxed);
     }
+    turn
 }
 
-/// Reads every pending signal.
-#[cold]
-fn read_signals<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>) {
-    for signal in cell.signals.take_all() {
-        match signal {
-            Signal::Stop => private.ctx.stop_requested = true,
-            Signal::ChildStopped(key) => {
-                if let Some(children) = private.ctx.children.as_mut() {
-                    children.try_remove(key);
-                }
-            }
-        }
-    }
+/// How a run of messages ended.
+enum Batch {
+    /// No message ready.
+    Drained,
+    /// `budget` messages handled this turn.
+    BudgetSpent,
+    /// A handler stopped the actor or made it await a future.
+    Interrupted,
 }
 
-/// The lifecycle outside the hot loop: starting, beginning to stop, finishing. Returns the end
-/// of the turn when the actor has stopped.
-#[cold]
-fn change_phase<A: Actor>(
+/// The hot loop: the parked message, then the handed-off one, then the mailbox, one message at
+/// a time, up to the budget.
+#[inline(always)]
+fn run_messages<A: Actor>(
     cell: &ActorCell<A>,
     private: &mut Private<A>,
     rx: &mut Consumer<'_, Envelope<A>>,
-) -> Option<Turn> {
-    let actor = private.actor.as_mut().expect("a live actor has its state");
-    if private.phase == Phase::Starting {
-        private.phase = Phase::Running;
-        actor.started(&mut private.ctx);
-    }
-    if private.phase == Phase::Running && private.ctx.stop_requested {
-        private.phase = Phase::Stopping;
-        guarded(|| actor.stopping(&mut private.ctx));
-        // Messages still queued are dropped: their destructors run, askers get errors.
-        rx.close(drop);
-        if let Some(children) = private.ctx.children.as_ref() {
-            for (_, child) in children.iter() {
-                child.signal(Signal::Stop);
-            }
+    budget: usize,
+    handled: &mut usize,
+    handoff: &mut Option<NonNull<RawEnvelope>>,
+) -> Batch {
+    let actor = private
+        .actor
+        .as_mut()
+        .expect("a running actor has its state");
+    let ctx = &mut private.ctx;
+    if let Some(parked) = private.parked.take() {
+        // SAFETY: parked by this cell's turn from a hand-off built for `A`.
+        unsafe { parked.deliver(actor, ctx) };
+        *handled += 1;
+        if ctx.stop_requested || ctx.suspended {
+            return Batch::Interrupted;
         }
     }
-    if private.phase == Phase::Stopping && private.ctx.children_count() == 0 {
-        guarded(|| actor.stopped(&mut private.ctx));
-        finish(cell, private, rx);
-        return Some(Turn::Stopped);
+    if let Some(message) = handoff.take() {
+        // SAFETY: `ActorCell::<A>::push` built it from an `Envelope<A>`; this turn owns it and
+        // delivers it in place, before any user code could refill the slot.
+        unsafe { RawEnvelope::deliver_in_place(message.as_ptr(), actor, ctx) };
+        *handled += 1;
+        if ctx.stop_requested || ctx.suspended {
+            return Batch::Interrupted;
+        }
     }
-    None
-}
-
-/// Runs a lifecycle hook of a stopping actor; a panic in it is contained, and stopping goes on.
-fn guarded(hook: impl FnOnce()) {
-    let _ = catch_unwind(AssertUnwindSafe(hook));
-}
-
-/// The end of an actor: drop its state, stop accepting signals, report to the parent.
-fn finish<A: Actor>(
-    cell: &ActorCell<A>,
-    private: &mut Private<A>,
-    rx: &mut Consumer<'_, Envelope<A>>,
-) {
-    // Drop the state outside any hook: it may hold addresses of other actors.
-    drop(private.actor.take());
-    rx.terminate();
-    drop(cell.signals.take_all());
-    private.ctx.children = None;
-    match &cell.parent {
-        ParentLink::Root { shard, key } => private.ctx.system.unregister(*shard, *key),
-        ParentLink::Actor { parent, key } => parent.signal(Signal::ChildStopped(*key)),
+    while *handled < budget {
+        let Some(envelope) = rx.pop() else {
+            return Batch::Drained;
+        };
+        if let Some(bound) = &cell.bound {
+            bound.release(1);
+            if bound.take_drop_oldest() {
+                drop(envelope); // overflow policy `DropOldest`, counted
+                continue;
+            }
+        }
+        envelope.deliver(actor, ctx);
+        *handled += 1;
+        if ctx.stop_requested || ctx.suspended {
+            return Batch::Interrupted;
+        }
     }
-    private.ctx.system.actor_finished();
+    Batch::BudgetSpent
 }

@@ -3,27 +3,50 @@
 use std::fmt;
 use std::time::Duration;
 
-/// A message could not be delivered because the actor has stopped. The message is handed
-/// back, untouched, so nothing is lost: retry elsewhere, or drop it knowingly.
+/// A message was not delivered. The message is handed back, untouched, so nothing is lost:
+/// retry later or elsewhere, or drop it knowingly.
 #[derive(PartialEq, Eq, Clone, Copy)]
-pub struct SendError<M>(pub M);
+pub enum SendError<M> {
+    /// The actor has stopped.
+    Stopped(M),
+    /// The actor's bounded mailbox is full (overflow policy `Fail`); `send(..).await` waits for
+    /// room instead.
+    Full(M),
+}
 
 impl<M> SendError<M> {
     /// Takes the undelivered message back.
     pub fn into_inner(self) -> M {
-        self.0
+        match self {
+            SendError::Stopped(m) | SendError::Full(m) => m,
+        }
+    }
+
+    /// True if the actor has stopped (as opposed to being momentarily full).
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, SendError::Stopped(_))
     }
 }
 
 impl<M> fmt::Debug for SendError<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SendError(..)")
+        match self {
+            SendError::Stopped(_) => f.write_str("SendError::Stopped(..)"),
+            SendError::Full(_) => f.write_str("SendError::Full(..)"),
+        }
     }
 }
 
 impl<M> fmt::Display for SendError<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the actor has stopped; the message was not delivered and is returned")
+        match self {
+            SendError::Stopped(_) => {
+                f.write_str("the actor has stopped; the message was not delivered and is returned")
+            }
+            SendError::Full(_) => f.write_str(
+                "the actor's mailbox is full; the message was not delivered and is returned",
+            ),
+        }
     }
 }
 
@@ -41,6 +64,9 @@ pub enum AskError {
     /// No reply arrived in time. The request may still be handled later; its reply is dropped.
     #[error("no reply within {0:?}")]
     Timeout(Duration),
+    /// The actor's bounded mailbox was full; the request was not sent.
+    #[error("the actor's mailbox is full; the request was not sent")]
+    MailboxFull,
 }
 
 /// `System::shutdown_timeout` gave up waiting.

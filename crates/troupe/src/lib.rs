@@ -39,19 +39,30 @@
 
 mod actor;
 mod addr;
+mod bounded;
 mod cell;
 mod envelope;
 mod error;
+mod extras;
+mod lifecycle;
 mod loom;
 mod mailbox;
+mod metrics;
+mod names;
 mod reply;
 mod scheduler;
+mod signal;
+mod supervisor;
 mod system;
-#[allow(dead_code)] // wired into actors and ask timeouts next
 mod timer;
 
-pub use actor::{Actor, Context, Handler, Message};
+pub use actor::{Actor, Context, Handler, Message, Terminated, WatchId};
 pub use addr::Addr;
+pub use bounded::Overflow;
 pub use error::{AskError, BuildError, SendError, ShutdownError};
+pub use metrics::{ActorMetrics, PoolMetrics};
+pub use names::RegistryError;
 pub use reply::Ask;
-pub use system::{ActorId, Placement, System, SystemBuilder};
+pub use supervisor::{Backoff, Failure, Restart, StopReason, StrategyKind, SupervisorStrategy};
+pub use system::{ActorId, Placement, SpawnOptions, System, SystemBuilder};
+pub use timer::TimerId;

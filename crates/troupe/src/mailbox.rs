@@ -320,12 +320,19 @@ impl<T> Mailbox<T> {
     /// not idle (send normally); `Err` if the mailbox is closed.
     #[inline]
     pub(crate) fn wake_idle(&self) -> Result<bool, Closed<()>> {
-        let mut tail = self.tail.load(Ordering::Relaxed);
+        // Acquire pairs with the consumer's Release when it went idle, so its published head
+        // (stored before that) is visible below.
+        let mut tail = self.tail.load(Ordering::Acquire);
         loop {
             if tail & CLOSED != 0 {
                 return Err(Closed(()));
             }
             if tail & IDLE == 0 {
+                return Ok(false);
+            }
+            if tail & !FLAGS != self.head.load(Ordering::Relaxed) {
+                // Idle with messages still queued (a suspended actor): a hand-off would overtake
+                // them, so send through the mailbox instead.
                 return Ok(false);
             }
             // AcqRel, as in `push`: Acquire pairs with the consumer's Release when it went idle.
@@ -544,6 +551,23 @@ impl<T> Consumer<'_, T> {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             )
+            .is_ok();
+        self.released
+    }
+
+    /// Marks the owner idle although messages may be waiting (a suspended actor waiting for a
+    /// signal): succeeds unless a signal is pending. The next push or signal wakes it.
+    pub(crate) fn try_idle_keeping_messages(&mut self) -> bool {
+        self.publish();
+        let tail = self.mailbox.tail.load(Ordering::Relaxed);
+        if tail & (SIGNALED | IDLE) != 0 {
+            return false;
+        }
+        // Release pairs with the Acquire of whoever clears IDLE, as in `try_idle`.
+        self.released = self
+            .mailbox
+            .tail
+            .compare_exchange(tail, tail | IDLE, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok();
         self.released
     }

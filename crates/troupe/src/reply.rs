@@ -86,6 +86,15 @@ impl<R> ReplySender<R> {
     }
 }
 
+impl<R> ReplySender<R> {
+    /// Fails the ask with `reason` (the request was not sent).
+    pub(crate) fn fail(mut self, reason: AskError) {
+        if let Some(slot) = self.slot.take() {
+            fill(&slot, Err(reason));
+        }
+    }
+}
+
 impl<R> Drop for ReplySender<R> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
@@ -115,7 +124,8 @@ fn fill<R>(slot: &Slot<R>, result: Result<R, AskError>) {
                 waker.wake();
             }
         }
-        // Filled once only: the sender is consumed by `send`, and `Drop` runs only if unused.
+        // The first fill wins (the reply, a timeout, or the sender dropped unused); later
+        // ones are ignored.
         done @ (State::Done(_) | State::Taken) => *state = done,
     }
 }
@@ -136,7 +146,24 @@ impl<R> fmt::Debug for Ask<R> {
     }
 }
 
+/// Fails a pending ask from elsewhere (a timer) unless it was answered first.
+pub(crate) struct Expirer<R> {
+    slot: Arc<Slot<R>>,
+}
+
+impl<R> Expirer<R> {
+    pub(crate) fn expire(self, reason: AskError) {
+        fill(&self.slot, Err(reason));
+    }
+}
+
 impl<R> Ask<R> {
+    pub(crate) fn expirer(&self) -> Expirer<R> {
+        Expirer {
+            slot: self.slot.clone(),
+        }
+    }
+
     /// Blocks the calling thread until the reply arrives or the actor stops.
     ///
     /// Do not call this from inside a handler on a shared pool: it would hold a worker thread

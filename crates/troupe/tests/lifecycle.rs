@@ -233,11 +233,8 @@ fn shutdown_joins_threads_and_drops_everything() {
             == 150
     });
     assert_eq!(system.live_actors(), 150);
-    assert_eq!(
-        threads_named("sdc-"),
-        2 + 5,
-        "2 workers and 5 thread-backed actors"
-    );
+    assert_eq!(threads_named("sdc-actor-"), 5, "5 thread-backed actors");
+    assert!(threads_named("sdc-") >= 2 + 5, "workers, timer, actors");
     system.shutdown();
     assert_eq!(state.get(), 50, "every actor's state was dropped");
     assert!(addrs.iter().all(|a| a.is_stopped()));

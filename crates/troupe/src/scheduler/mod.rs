@@ -21,12 +21,13 @@ pub(crate) mod dedicated;
 mod idle;
 mod worker;
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_deque::{Injector, Stealer};
 use crossbeam_utils::sync::Parker;
+use crossbeam_utils::CachePadded;
 
 use crate::cell::{Executor, RawActor};
 use crate::error::BuildError;
@@ -35,16 +36,43 @@ pub(crate) use idle::Idle;
 
 /// State shared by the workers of one pool and by everyone who schedules onto it.
 pub(crate) struct PoolShared {
-    pub(crate) name: String,
     injector: Injector<RawActor>,
     stealers: Box<[Stealer<RawActor>]>,
     idle: Idle,
     /// Messages an actor may handle in one turn before it yields.
     throughput: usize,
     shutdown: AtomicBool,
+    /// One per worker, written only by that worker.
+    counters: Box<[CachePadded<WorkerCounters>]>,
+}
+
+/// A worker's published counters.
+#[derive(Default)]
+pub(crate) struct WorkerCounters {
+    turns: AtomicU64,
+    steals: AtomicU64,
+    parks: AtomicU64,
 }
 
 impl PoolShared {
+    /// The pool's counters (workers publish theirs every 1024 turns and before parking).
+    pub(crate) fn metrics(&self, name: &str) -> crate::metrics::PoolMetrics {
+        let sum = |f: fn(&WorkerCounters) -> &AtomicU64| -> u64 {
+            self.counters
+                .iter()
+                .map(|c| f(c).load(std::sync::atomic::Ordering::Relaxed))
+                .sum()
+        };
+        crate::metrics::PoolMetrics {
+            name: name.to_owned(),
+            workers: self.stealers.len(),
+            turns: sum(|c| &c.turns),
+            steals: sum(|c| &c.steals),
+            parks: sum(|c| &c.parks),
+            injected_waiting: self.injector.len(),
+        }
+    }
+
     /// Schedules onto this pool from a thread that is not one of its workers.
     fn inject(&self, actor: RawActor) {
         self.injector.push(actor);
@@ -76,12 +104,12 @@ impl Pool {
             .collect();
         let parkers: Vec<_> = (0..workers).map(|_| Parker::new()).collect();
         let shared = Arc::new(PoolShared {
-            name: name.to_owned(),
             injector: Injector::new(),
             stealers: queues.iter().map(|q| q.stealer()).collect(),
             idle: Idle::new(&parkers),
             throughput,
             shutdown: AtomicBool::new(false),
+            counters: (0..workers).map(|_| CachePadded::default()).collect(),
         });
         let mut threads = Vec::with_capacity(workers);
         for (index, (queue, parker)) in queues.into_iter().zip(parkers).enumerate() {

@@ -155,18 +155,22 @@ pub(super) fn run(
         lifo_streak: 0,
         searching: true,
         current: None,
+        turns: 0,
+        steals: 0,
+        parks: 0,
     };
     // Panics are caught here, once for the whole loop, not around every turn: a handler's
     // panic unwinds out of `run`, the actor that was running is marked failed and queued again
     // (its next turn stops it), and the loop resumes. The worker thread never dies.
-    while let Err(_panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
+    while let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
         if let Some(actor) = worker.current.take() {
             // SAFETY: the panicking turn is over; this worker still holds the right to run the
             // actor, which is still scheduled (it never went idle).
-            unsafe { actor.fail() };
+            unsafe { actor.fail(&*panic) };
             local.queue.push(actor);
         }
     }
+    worker.publish_counters();
     CURRENT.with(|c| c.set(ptr::null()));
 }
 
@@ -182,6 +186,10 @@ struct WorkerLoop<'a> {
     searching: bool,
     /// The actor whose turn is running (to mark it failed if the turn panics).
     current: Option<RawActor>,
+    /// Counters kept locally and published now and then (see `publish_counters`).
+    turns: u64,
+    steals: u64,
+    parks: u64,
 }
 
 impl WorkerLoop<'_> {
@@ -226,6 +234,10 @@ impl WorkerLoop<'_> {
         // out of the slot before any user code can refill it.
         let turn = unsafe { actor.run(self.shared.throughput, message) };
         self.current = None;
+        self.turns += 1;
+        if self.turns % 1024 == 0 {
+            self.publish_counters();
+        }
         if turn == Turn::Yield {
             self.lifo_streak = 0;
             self.local.queue.push(actor);
@@ -293,13 +305,25 @@ impl WorkerLoop<'_> {
             }
             loop {
                 match stealers[victim].steal_batch_and_pop(&self.local.queue) {
-                    Steal::Success(actor) => return Some(actor),
+                    Steal::Success(actor) => {
+                        self.steals += 1;
+                        return Some(actor);
+                    }
                     Steal::Empty => break,
                     Steal::Retry => continue,
                 }
             }
         }
         None
+    }
+
+    /// Publishes this worker's counters with plain stores (no read-modify-write on the hot
+    /// path): every 1024 turns, before parking, and on exit.
+    fn publish_counters(&self) {
+        let counters = &self.shared.counters[self.index];
+        counters.turns.store(self.turns, Ordering::Relaxed);
+        counters.steals.store(self.steals, Ordering::Relaxed);
+        counters.parks.store(self.parks, Ordering::Relaxed);
     }
 
     fn more_work_visible(&self) -> bool {
@@ -339,6 +363,8 @@ impl WorkerLoop<'_> {
         self.shared.idle.register_sleeper(self.index);
         // Look once more after registering: pairs with the notifier's fence (see idle.rs).
         if !self.any_work_visible() && !self.shared.shutdown.load(Ordering::SeqCst) {
+            self.parks += 1;
+            self.publish_counters();
             self.parker.park();
         }
         self.shared.idle.wake_up(self.index);

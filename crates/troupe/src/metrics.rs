@@ -1,0 +1,69 @@
+//! Counters a user can read at run time, per actor and per pool.
+//!
+//! They cost the hot path almost nothing: an actor adds the messages a turn handled once per
+//! turn (one relaxed add), restarts and drops are counted where they happen (rare), and time in
+//! handlers is measured only for actors spawned with `SpawnOptions::measure_time`.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::actor::Actor;
+use crate::cell::ActorCell;
+
+/// An actor's counters at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActorMetrics {
+    /// Messages its handlers have handled.
+    pub processed: u64,
+    /// Messages waiting in its mailbox (approximate).
+    pub mailbox_len: usize,
+    /// Times its supervisor restarted it.
+    pub restarts: u64,
+    /// Messages refused because its bounded mailbox was full (`Overflow::Fail`).
+    pub rejected: u64,
+    /// Messages dropped by its bounded mailbox's overflow policy.
+    pub dropped: u64,
+    /// Time spent in its handlers, if it was spawned with `SpawnOptions::measure_time`.
+    pub handler_time: Option<Duration>,
+    /// True once it has begun stopping.
+    pub stopped: bool,
+}
+
+pub(crate) fn actor_metrics<A: Actor>(cell: &ActorCell<A>) -> ActorMetrics {
+    let extras = cell.extras.get();
+    let mut m = ActorMetrics {
+        processed: cell.processed.load(Ordering::Relaxed),
+        mailbox_len: cell.mailbox.len(),
+        restarts: extras.map_or(0, |e| e.restarts.load(Ordering::Relaxed)),
+        stopped: cell.is_stopped(),
+        ..ActorMetrics::default()
+    };
+    if let Some(bound) = &cell.bound {
+        m.mailbox_len = bound.len();
+        m.rejected = bound.rejected.load(Ordering::Relaxed);
+        m.dropped = bound.dropped.load(Ordering::Relaxed);
+    }
+    if let Some(nanos) = extras.map(|e| e.handler_nanos.load(Ordering::Relaxed)) {
+        if nanos > 0 {
+            m.handler_time = Some(Duration::from_nanos(nanos));
+        }
+    }
+    m
+}
+
+/// A pool's counters at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PoolMetrics {
+    /// The pool's name (`default`, `blocking`, or one given to `SystemBuilder::pool`).
+    pub name: String,
+    /// Worker threads.
+    pub workers: usize,
+    /// Actor turns run.
+    pub turns: u64,
+    /// Batches of actors stolen from other workers.
+    pub steals: u64,
+    /// Times a worker parked for lack of work.
+    pub parks: u64,
+    /// Actors waiting in the pool's global queue.
+    pub injected_waiting: usize,
+}

@@ -1,0 +1,193 @@
+//! Supervision: what a parent does when a child fails.
+//!
+//! A handler (or `started`) that panics does not take its worker thread down. The panic is
+//! caught at the turn boundary, the actor is *suspended* (it handles no more messages, its
+//! mailbox keeps them), and its parent is told. The parent applies its
+//! [`SupervisorStrategy`] on its own turn:
+//!
+//! - the child's [`Restart`] policy says whether it may be restarted at all;
+//! - the strategy's kind says who restarts: the failed child only ([`OneForOne`]), every child
+//!   ([`OneForAll`]), or the failed child and every child spawned after it ([`RestForOne`]);
+//! - the intensity limit (at most `max_restarts` within `within`) stops a crash loop: past it,
+//!   the parent fails itself and *its* parent decides (escalation);
+//! - an optional back-off delays each restart, doubling from `min` to `max`.
+//!
+//! A restart rebuilds the actor in place from the factory it was spawned with: same cell, same
+//! address, same mailbox, so messages sent meanwhile reach the new instance. The new instance's
+//! [`Actor::restarted`](crate::Actor::restarted) hook sees why. Only the message whose handler
+//! panicked is lost (its asker gets `AskError::Panicked`).
+//!
+//! Top-level actors are supervised by the system, which stops them when they fail.
+//!
+//! [`OneForOne`]: StrategyKind::OneForOne
+//! [`OneForAll`]: StrategyKind::OneForAll
+//! [`RestForOne`]: StrategyKind::RestForOne
+
+use std::fmt;
+use std::time::Duration;
+
+/// Why an actor failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// A handler or hook panicked, with this message.
+    Panicked(String),
+    /// Its factory panicked while rebuilding it.
+    FactoryPanicked(String),
+    /// A child failed more often than the supervisor's intensity limit allows.
+    Escalated {
+        /// The child's own failure.
+        child: Box<Failure>,
+    },
+    /// An actor it was linked to failed.
+    LinkFailed(crate::ActorId),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Panicked(msg) => write!(f, "handler panicked: {msg}"),
+            Failure::FactoryPanicked(msg) => write!(f, "factory panicked: {msg}"),
+            Failure::Escalated { child } => {
+                write!(f, "a child failed too often (last: {child})")
+            }
+            Failure::LinkFailed(id) => write!(f, "linked actor {id} failed"),
+        }
+    }
+}
+
+impl Failure {
+    pub(crate) fn from_panic(payload: &(dyn std::any::Any + Send)) -> String {
+        if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_owned()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "non-string panic payload".to_owned()
+        }
+    }
+}
+
+/// How an actor ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// It stopped normally: `ctx.stop()`, `addr.stop()`, its parent stopping, or shutdown.
+    Normal,
+    /// It failed and was not restarted.
+    Failed(Failure),
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Normal => f.write_str("stopped normally"),
+            StopReason::Failed(failure) => write!(f, "failed: {failure}"),
+        }
+    }
+}
+
+/// Whether a supervised child may be restarted (Erlang's child restart types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Restart {
+    /// Restarted when it fails, and also when it stops itself (`ctx.stop()`); an external
+    /// `addr.stop()` still stops it for good.
+    #[default]
+    Permanent,
+    /// Restarted only when it fails.
+    Transient,
+    /// Never restarted.
+    Temporary,
+}
+
+/// Who is restarted when one child fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StrategyKind {
+    /// Only the failed child.
+    #[default]
+    OneForOne,
+    /// Every child.
+    OneForAll,
+    /// The failed child and every child spawned after it.
+    RestForOne,
+}
+
+/// Delay before a restart: `min`, doubling with each restart inside the intensity window, up
+/// to `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// First delay.
+    pub min: Duration,
+    /// Longest delay.
+    pub max: Duration,
+}
+
+/// How an actor supervises its children. Returned by
+/// [`Actor::supervisor_strategy`](crate::Actor::supervisor_strategy).
+///
+/// ```
+/// use std::time::Duration;
+/// use troupe::{StrategyKind, SupervisorStrategy};
+/// let strategy = SupervisorStrategy::one_for_all()
+///     .intensity(5, Duration::from_secs(10))
+///     .backoff(Duration::from_millis(10), Duration::from_secs(1));
+/// assert_eq!(strategy.kind, StrategyKind::OneForAll);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SupervisorStrategy {
+    /// Who is restarted.
+    pub kind: StrategyKind,
+    /// Restarts allowed within `within`; one more escalates.
+    pub max_restarts: u32,
+    /// The intensity window.
+    pub within: Duration,
+    /// Delay before each restart, if any.
+    pub backoff: Option<Backoff>,
+}
+
+impl Default for SupervisorStrategy {
+    /// One-for-one, at most 3 restarts in 5 seconds, no back-off (Erlang's and Akka's defaults
+    /// are of this order).
+    fn default() -> Self {
+        Self {
+            kind: StrategyKind::OneForOne,
+            max_restarts: 3,
+            within: Duration::from_secs(5),
+            backoff: None,
+        }
+    }
+}
+
+impl SupervisorStrategy {
+    /// Restart only the failed child.
+    pub fn one_for_one() -> Self {
+        Self::default()
+    }
+
+    /// Restart every child when one fails.
+    pub fn one_for_all() -> Self {
+        Self {
+            kind: StrategyKind::OneForAll,
+            ..Self::default()
+        }
+    }
+
+    /// Restart the failed child and every child spawned after it.
+    pub fn rest_for_one() -> Self {
+        Self {
+            kind: StrategyKind::RestForOne,
+            ..Self::default()
+        }
+    }
+
+    /// At most `max_restarts` restarts within `within`; one more escalates to the parent.
+    pub fn intensity(mut self, max_restarts: u32, within: Duration) -> Self {
+        self.max_restarts = max_restarts;
+        self.within = within;
+        self
+    }
+
+    /// Wait before restarting: `min` at first, doubling up to `max`.
+    pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.backoff = Some(Backoff { min, max });
+        self
+    }
+}
