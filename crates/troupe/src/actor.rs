@@ -412,7 +412,9 @@ impl<A: Actor> Context<A> {
 
     /// Runs `future` on the system's async runtime (tokio) and delivers its output to this
     /// actor as the message `map(output)`. The actor keeps handling other messages meanwhile
-    /// (Akka's `pipeTo`). Use it for I/O and anything that waits.
+    /// (Akka's `pipeTo`). Use it for I/O and anything that waits. The future runs on tokio:
+    /// create tokio resources (sleeps, sockets) inside an `async` block, so that they are made
+    /// on the runtime rather than on the worker thread running this handler.
     pub fn pipe<F, M>(&mut self, future: F, map: impl FnOnce(F::Output) -> M + Send + 'static)
     where
         F: Future + Send + 'static,

@@ -418,7 +418,12 @@ fn turn<A: Actor>(
 ) -> Turn {
     // SAFETY: this turn is the only consumer (scheduling rule).
     let mut rx = unsafe { cell.mailbox.consumer() };
-    let mut handled = 0;
+    // Counted into `processed` when the turn ends, even if a handler panics.
+    let mut count = Processed {
+        counter: &cell.processed,
+        handled: 0,
+    };
+    let handled = &mut count.handled;
     let mut backoff = Backoff::new();
     let turn = loop {
         if rx.take_signaled() {
@@ -426,6 +431,7 @@ fn turn<A: Actor>(
         }
         if private.phase != Phase::Running
             || private.ctx.stop_requested
+            || private.ctx.suspended
             || private.failure.is_some()
         {
             if let Some(message) = handoff.take() {
@@ -448,8 +454,7 @@ fn turn<A: Actor>(
         if private.phase == Phase::Running {
             let batch = if private.timed {
                 let started = std::time::Instant::now();
-                let batch =
-                    run_messages(cell, private, &mut rx, budget, &mut handled, &mut handoff);
+                let batch = run_messages(cell, private, &mut rx, budget, handled, &mut handoff);
                 let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 cell.extras
                     .get_or_init()
@@ -457,7 +462,7 @@ fn turn<A: Actor>(
                     .fetch_add(nanos, Ordering::Relaxed);
                 batch
             } else {
-                run_messages(cell, private, &mut rx, budget, &mut handled, &mut handoff)
+                run_messages(cell, private, &mut rx, budget, handled, &mut handoff)
             };
             match batch {
                 Batch::Interrupted => continue, // `change_phase` handles stops and suspensions
@@ -484,10 +489,23 @@ fn turn<A: Actor>(
             }
         }
     };
-    if handled > 0 {
-        cell.processed.fetch_add(handled as u64, Ordering::Relaxed);
-    }
     turn
+}
+
+/// Adds the messages a turn handled to the actor's `processed` counter when dropped, so the
+/// count stays exact when a handler panics and unwinds out of the turn.
+struct Processed<'a> {
+    counter: &'a AtomicU64,
+    handled: usize,
+}
+
+impl Drop for Processed<'_> {
+    fn drop(&mut self) {
+        if self.handled > 0 {
+            self.counter
+                .fetch_add(self.handled as u64, Ordering::Relaxed);
+        }
+    }
 }
 
 /// How a run of messages ended.
