@@ -134,7 +134,7 @@ fn one_for_one_restarts_and_loses_nothing_else() {
         strategy: SupervisorStrategy::one_for_one().intensity(1_000, Duration::from_secs(60)),
         instances: Arc::default(),
     });
-    let (worker, seen, instances) = hire(&boss, 10, Restart::Permanent);
+    let (worker, seen, _) = hire(&boss, 10, Restart::Permanent);
     for i in 1..=1_000 {
         worker.tell(Job(i)).unwrap();
     }
