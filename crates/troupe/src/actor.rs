@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::addr::Addr;
 use crate::cell::{ActorCell, ParentLink};
-use crate::lifecycle::{ChildEntry, Children};
+use crate::lifecycle::{ChildEntry, Children, Cold};
 use crate::signal::Signal;
 use crate::supervisor::{Failure, StopReason, SupervisorStrategy};
 use crate::system::{ActorId, SpawnOptions, SystemShared};
@@ -130,8 +130,6 @@ impl Message for Terminated {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchId(u64);
 
-type Resume<A> = Box<dyn FnOnce(&mut A, &mut Context<A>) + Send>;
-
 /// The actor's view of itself and the runtime during a turn: its own address, stopping,
 /// spawning and supervising children, watching and linking, timers, and async work.
 pub struct Context<A: Actor> {
@@ -143,7 +141,13 @@ pub struct Context<A: Actor> {
     pub(crate) stop_external: bool,
     /// Holding the mailbox while a future runs (`await_then`).
     pub(crate) suspended: bool,
-    pub(crate) resume: Option<Resume<A>>,
+    /// Something needs the lifecycle's attention before the next message: not yet started, a
+    /// stop, a failure, an await, a parked message. One flag keeps the hot loop's check cheap.
+    pub(crate) attention: bool,
+    /// Measure time spent in handlers.
+    pub(crate) timed: bool,
+    /// Rarely needed state (see `lifecycle::Cold`).
+    pub(crate) cold: Option<Box<Cold<A>>>,
 }
 
 // SAFETY: the context lives inside its actor's cell and is touched only by the actor's current
@@ -158,7 +162,9 @@ impl<A: Actor> Context<A> {
             stop_requested: false,
             stop_external: false,
             suspended: false,
-            resume: None,
+            attention: true, // `started` has yet to run
+            timed: false,
+            cold: None,
         }
     }
 
@@ -194,6 +200,7 @@ impl<A: Actor> Context<A> {
     /// instead.)
     pub fn stop(&mut self) {
         self.stop_requested = true;
+        self.attention = true;
     }
 
     /// Spawns a child on this actor's pool (or the system's default pool, for an actor on a
@@ -446,7 +453,8 @@ impl<A: Actor> Context<A> {
         let slot: Arc<std::sync::Mutex<Option<F::Output>>> = Arc::default();
         let result = slot.clone();
         self.suspended = true;
-        self.resume = Some(Box::new(move |actor: &mut A, ctx: &mut Context<A>| {
+        self.attention = true;
+        self.cold_mut().resume = Some(Box::new(move |actor: &mut A, ctx: &mut Context<A>| {
             let output = result
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

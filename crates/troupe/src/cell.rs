@@ -164,16 +164,6 @@ pub(crate) struct Private<A: Actor> {
     pub(crate) actor: Option<A>,
     pub(crate) ctx: Context<A>,
     pub(crate) phase: Phase,
-    /// A failure waiting to be reported to the supervisor, or the one that stopped the actor.
-    pub(crate) failure: Option<Failure>,
-    /// Rebuilds the actor on restart (supervised children only).
-    pub(crate) factory: Option<Box<dyn FnMut() -> A + Send>>,
-    pub(crate) restart: Restart,
-    /// Measure time spent in handlers.
-    pub(crate) timed: bool,
-    /// A message handed off while the actor could not take it (failed or awaiting), delivered
-    /// first when it runs again.
-    pub(crate) parked: Option<RawEnvelope>,
 }
 
 /// One actor. See the module note.
@@ -229,13 +219,17 @@ impl<A: Actor> ActorCell<A> {
             extras: LazyBox::new(),
             private: UnsafeCell::new(Private {
                 actor: Some(parts.actor),
-                ctx: Context::new(),
+                ctx: {
+                    let mut ctx = Context::new();
+                    ctx.timed = parts.timed;
+                    if parts.factory.is_some() || parts.restart != Restart::Permanent {
+                        let cold = ctx.cold_mut();
+                        cold.factory = parts.factory;
+                        cold.restart = parts.restart;
+                    }
+                    ctx
+                },
                 phase: Phase::Starting,
-                failure: None,
-                factory: parts.factory,
-                restart: parts.restart,
-                timed: parts.timed,
-                parked: None,
             }),
         }
     }
@@ -429,11 +423,7 @@ fn turn<A: Actor>(
         if rx.take_signaled() {
             lifecycle::read_signals(cell, private);
         }
-        if private.phase != Phase::Running
-            || private.ctx.stop_requested
-            || private.ctx.suspended
-            || private.failure.is_some()
-        {
+        if private.ctx.attention {
             if let Some(message) = handoff.take() {
                 if private.ctx.stop_requested {
                     // Dropped like the queued messages of a stopping actor.
@@ -443,16 +433,19 @@ fn turn<A: Actor>(
                     // Failed or suspended: keep it for the (restarted or resumed) actor, ahead of
                     // the mailbox, which was empty when it was handed off.
                     // SAFETY: as above; moved out once, the slot is free afterwards.
-                    private.parked = Some(unsafe { message.as_ptr().read() });
+                    private.ctx.cold_mut().parked = Some(unsafe { message.as_ptr().read() });
                 }
             }
-            if let Some(end) = lifecycle::change_phase(cell, private, &mut rx) {
+            if let Some(end) = lifecycle::change_phase(cell, private, &mut rx, handled) {
                 break end;
+            }
+            if private.ctx.attention && private.phase == Phase::Running {
+                continue; // e.g. a parked message's handler stopped the actor
             }
         }
 
         if private.phase == Phase::Running {
-            let batch = if private.timed {
+            let batch = if private.ctx.timed {
                 let started = std::time::Instant::now();
                 let batch = run_messages(cell, private, &mut rx, budget, handled, &mut handoff);
                 let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -518,8 +511,8 @@ enum Batch {
     Interrupted,
 }
 
-/// The hot loop: the parked message, then the handed-off one, then the mailbox, one message at
-/// a time, up to the budget.
+/// The hot loop: the handed-off message, then the mailbox, one message at a time, up to the
+/// budget.
 #[inline(always)]
 fn run_messages<A: Actor>(
     cell: &ActorCell<A>,
@@ -534,20 +527,12 @@ fn run_messages<A: Actor>(
         .as_mut()
         .expect("a running actor has its state");
     let ctx = &mut private.ctx;
-    if let Some(parked) = private.parked.take() {
-        // SAFETY: parked by this cell's turn from a hand-off built for `A`.
-        unsafe { parked.deliver(actor, ctx) };
-        *handled += 1;
-        if ctx.stop_requested || ctx.suspended {
-            return Batch::Interrupted;
-        }
-    }
     if let Some(message) = handoff.take() {
         // SAFETY: `ActorCell::<A>::push` built it from an `Envelope<A>`; this turn owns it and
         // delivers it in place, before any user code could refill the slot.
         unsafe { RawEnvelope::deliver_in_place(message.as_ptr(), actor, ctx) };
         *handled += 1;
-        if ctx.stop_requested || ctx.suspended {
+        if ctx.attention {
             return Batch::Interrupted;
         }
     }
@@ -564,7 +549,7 @@ fn run_messages<A: Actor>(
         }
         envelope.deliver(actor, ctx);
         *handled += 1;
-        if ctx.stop_requested || ctx.suspended {
+        if ctx.attention {
             return Batch::Interrupted;
         }
     }

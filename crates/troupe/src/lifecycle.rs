@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use crate::actor::{Actor, Context};
 use crate::cell::{ActorCell, ChildRef, ParentLink, Private, Turn};
-use crate::envelope::Envelope;
+use crate::envelope::{Envelope, RawEnvelope};
 use crate::mailbox::Consumer;
 use crate::signal::Signal;
 use crate::supervisor::{Failure, Restart, StopReason, StrategyKind};
@@ -48,6 +48,36 @@ impl Phase {
         matches!(self, Phase::Suspended | Phase::Awaiting)
     }
 }
+
+/// The rarely needed part of an actor's private state, allocated when first needed: for
+/// supervised children (their factory), failures, parked messages and awaited futures.
+pub(crate) struct Cold<A: Actor> {
+    /// A failure waiting to be reported to the supervisor, or the one that stopped the actor.
+    pub(crate) failure: Option<Failure>,
+    /// Rebuilds the actor on restart (supervised children only).
+    pub(crate) factory: Option<Box<dyn FnMut() -> A + Send>>,
+    pub(crate) restart: Restart,
+    /// A message handed off while the actor could not take it (failed or awaiting), delivered
+    /// first when it runs again.
+    pub(crate) parked: Option<RawEnvelope>,
+    /// What runs when an awaited future finishes (`Context::await_then`).
+    pub(crate) resume: Option<Resume<A>>,
+}
+
+impl<A: Actor> Default for Cold<A> {
+    fn default() -> Self {
+        Self {
+            failure: None,
+            factory: None,
+            restart: Restart::Permanent,
+            parked: None,
+            resume: None,
+        }
+    }
+}
+
+/// A continuation of `await_then`.
+pub(crate) type Resume<A> = Box<dyn FnOnce(&mut A, &mut Context<A>) + Send>;
 
 /// A child as its parent knows it.
 pub(crate) struct ChildEntry {
@@ -78,12 +108,15 @@ pub(crate) fn record_failure<A: Actor>(
         return; // already on its way out; hooks are guarded one by one
     }
     tracing::warn!(actor = %cell.id(), %failure, "actor failed");
-    private.failure = Some(failure);
+    private.ctx.cold_mut().failure = Some(failure);
+    private.ctx.attention = true;
 }
 
 /// Reads every pending signal.
 #[cold]
 pub(crate) fn read_signals<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>) {
+    // `change_phase` looks at what the signals changed, and recomputes the flag.
+    private.ctx.attention = true;
     for signal in cell.signals.take_all() {
         match signal {
             Signal::Stop => {
@@ -108,9 +141,8 @@ pub(crate) fn read_signals<A: Actor>(cell: &ActorCell<A>, private: &mut Private<
                     if private.phase == Phase::Awaiting {
                         private.phase = Phase::Running;
                     }
-                    if let (Some(resume), Some(actor)) =
-                        (private.ctx.resume.take(), private.actor.as_mut())
-                    {
+                    let resume = private.ctx.cold.as_mut().and_then(|c| c.resume.take());
+                    if let (Some(resume), Some(actor)) = (resume, private.actor.as_mut()) {
                         resume(actor, &mut private.ctx);
                     }
                 }
@@ -125,6 +157,7 @@ pub(crate) fn change_phase<A: Actor>(
     cell: &ActorCell<A>,
     private: &mut Private<A>,
     rx: &mut Consumer<'_, Envelope<A>>,
+    handled: &mut usize,
 ) -> Option<Turn> {
     if private.phase == Phase::Starting {
         private.phase = Phase::Running;
@@ -133,7 +166,8 @@ pub(crate) fn change_phase<A: Actor>(
             actor.started(&mut private.ctx);
         }
     }
-    if private.failure.is_some() && matches!(private.phase, Phase::Running | Phase::Awaiting) {
+    if private.ctx.failure().is_some() && matches!(private.phase, Phase::Running | Phase::Awaiting)
+    {
         report_failure(cell, private);
     }
     if private.ctx.suspended && private.phase == Phase::Running {
@@ -142,8 +176,11 @@ pub(crate) fn change_phase<A: Actor>(
     if private.ctx.stop_requested && private.phase != Phase::Stopping {
         let self_stop = !private.ctx.stop_external;
         let exits_to_supervisor = self_stop
-            && private.restart == Restart::Permanent
-            && private.factory.is_some()
+            && private
+                .ctx
+                .cold
+                .as_ref()
+                .is_some_and(|c| c.restart == Restart::Permanent && c.factory.is_some())
             && matches!(cell.parent, ParentLink::Actor { .. })
             && private.phase == Phase::Running;
         if exits_to_supervisor {
@@ -168,13 +205,35 @@ pub(crate) fn change_phase<A: Actor>(
         finish(cell, private, rx);
         return Some(Turn::Stopped);
     }
+    // A message handed off while the actor could not take it goes first, ahead of the mailbox.
+    if private.phase == Phase::Running
+        && !private.ctx.stop_requested
+        && !private.ctx.suspended
+        && private.ctx.failure().is_none()
+    {
+        if let Some(parked) = private.ctx.cold.as_mut().and_then(|c| c.parked.take()) {
+            if let Some(actor) = private.actor.as_mut() {
+                // SAFETY: parked by this cell's turn from a hand-off built for `A`.
+                unsafe { parked.deliver(actor, &mut private.ctx) };
+                *handled += 1;
+            }
+        }
+    }
+    private.ctx.attention = private.phase != Phase::Running
+        || private.ctx.stop_requested
+        || private.ctx.suspended
+        || private
+            .ctx
+            .cold
+            .as_ref()
+            .is_some_and(|c| c.failure.is_some() || c.parked.is_some());
     None
 }
 
 /// Tells the supervisor about a recorded failure and suspends; a top-level actor (supervised by
 /// the system) is stopped instead.
 fn report_failure<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>) {
-    let failure = private.failure.clone().expect("a failure to report");
+    let failure = private.ctx.failure().cloned().expect("a failure to report");
     match &cell.parent {
         ParentLink::Actor { parent, key } => {
             parent.signal(Signal::ChildFailed {
@@ -196,8 +255,10 @@ fn begin_stop<A: Actor>(
     rx: &mut Consumer<'_, Envelope<A>>,
 ) {
     private.phase = Phase::Stopping;
-    private.parked = None; // dropped like the queued messages
-    private.ctx.resume = None;
+    if let Some(cold) = private.ctx.cold.as_mut() {
+        cold.parked = None; // dropped like the queued messages
+        cold.resume = None;
+    }
     if let Some(actor) = private.actor.as_mut() {
         guarded(|| actor.stopping(&mut private.ctx));
     }
@@ -307,9 +368,11 @@ fn supervise<A: Actor>(
 
 /// Rebuilds this actor from its factory, in place: same cell, same address, same mailbox.
 fn restart<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, reason: Option<Failure>) {
-    if private.phase == Phase::Stopping || private.phase == Phase::Starting {
+    if private.phase == Phase::Stopping {
         return;
     }
+    // (An actor restarted before its first turn is simply built anew: the first instance never
+    // ran, and the new one's `restarted` hook runs in place of `started`.)
     // Children of the old instance are stopped; they report later and leave the table then.
     if let Some(children) = private.ctx.children.as_ref() {
         for (_, child) in children.slab.iter() {
@@ -319,14 +382,17 @@ fn restart<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, reason: Opti
     // The old instance may be inconsistent (it panicked): dropped without hooks.
     drop(private.actor.take());
     private.ctx.suspended = false;
-    private.ctx.resume = None;
-    let Some(factory) = private.factory.as_mut() else {
+    private.ctx.attention = true;
+    let Some(factory) = private.ctx.cold.as_mut().and_then(|c| {
+        c.resume = None;
+        c.factory.as_mut()
+    }) else {
         private.ctx.stop_requested = true;
         return;
     };
     match catch_unwind(AssertUnwindSafe(factory)) {
         Ok(fresh) => {
-            private.failure = None;
+            private.ctx.cold_mut().failure = None;
             private.phase = Phase::Running;
             cell.extras
                 .get_or_init()
@@ -339,7 +405,8 @@ fn restart<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, reason: Opti
         }
         Err(panic) => {
             private.phase = Phase::Running; // reported (and suspended) by `change_phase`
-            private.failure = Some(Failure::FactoryPanicked(Failure::from_panic(&*panic)));
+            private.ctx.cold_mut().failure =
+                Some(Failure::FactoryPanicked(Failure::from_panic(&*panic)));
         }
     }
 }
@@ -361,7 +428,7 @@ fn finish<A: Actor>(
     rx.terminate();
     drop(cell.signals.take_all());
     private.ctx.children = None;
-    let reason = match private.failure.take() {
+    let reason = match private.ctx.cold.as_mut().and_then(|c| c.failure.take()) {
         Some(failure) => StopReason::Failed(failure),
         None => StopReason::Normal,
     };
@@ -404,5 +471,13 @@ fn finish<A: Actor>(
 impl<A: Actor> Context<A> {
     pub(crate) fn children_mut(&mut self) -> &mut Children {
         self.children.get_or_insert_with(Box::default)
+    }
+
+    pub(crate) fn cold_mut(&mut self) -> &mut Cold<A> {
+        self.cold.get_or_insert_with(Box::default)
+    }
+
+    pub(crate) fn failure(&self) -> Option<&Failure> {
+        self.cold.as_ref().and_then(|c| c.failure.as_ref())
     }
 }

@@ -149,9 +149,11 @@ fn one_for_one_restarts_and_loses_nothing_else() {
     );
     // The first instance plus one per failure; the address never changed.
     assert_eq!(worker.ask(Ping).wait_timeout(LONG), Ok(101));
-    let m = worker.metrics();
-    assert_eq!(m.restarts, 100);
-    assert_eq!(m.processed, 900 + 1, "900 jobs and the ping");
+    assert_eq!(worker.metrics().restarts, 100);
+    // Counted when the turn ends, just after the ping's reply left.
+    wait_for("900 jobs and the ping counted", LONG, || {
+        worker.metrics().processed == 900 + 1
+    });
     system.shutdown();
 }
 
@@ -279,6 +281,9 @@ fn one_for_all_restarts_every_child() {
     let (a, _, _) = hire(&boss, 0, Restart::Permanent);
     let (b, _, _) = hire(&boss, 5, Restart::Permanent);
     let (c, _, _) = hire(&boss, 0, Restart::Permanent);
+    for w in [&a, &b, &c] {
+        assert_eq!(instances_of(w), 1, "started");
+    }
     b.tell(Job(5)).unwrap();
     wait_for("every child restarted", LONG, || {
         [&a, &b, &c].iter().all(|w| instances_of(w) == 2)
@@ -297,6 +302,9 @@ fn rest_for_one_restarts_the_younger_siblings() {
     let (a, _, _) = hire(&boss, 0, Restart::Permanent);
     let (b, _, _) = hire(&boss, 5, Restart::Permanent);
     let (c, _, _) = hire(&boss, 0, Restart::Permanent);
+    for w in [&a, &b, &c] {
+        assert_eq!(instances_of(w), 1, "started");
+    }
     b.tell(Job(5)).unwrap();
     wait_for("b and c restarted", LONG, || {
         instances_of(&b) == 2 && instances_of(&c) == 2
