@@ -270,10 +270,10 @@ impl<A: Actor> ActorCell<A> {
         // the hand-off.
         if self.mailbox.looks_idle() {
             if let Executor::Pool(pool) = &self.header.executor {
-                if crate::scheduler::can_hand_off(pool) {
+                if let Some(slot) = crate::scheduler::hand_off_slot(pool) {
                     match self.mailbox.wake_idle() {
                         Ok(true) => {
-                            crate::scheduler::hand_off(self.raw(), envelope.into_raw());
+                            slot.give(self.raw(), envelope.into_raw());
                             return Ok(());
                         }
                         Ok(false) => {}
@@ -449,10 +449,9 @@ fn turn<A: Actor>(
                 let started = std::time::Instant::now();
                 let batch = run_messages(cell, private, &mut rx, budget, handled, &mut handoff);
                 let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                cell.extras
-                    .get_or_init()
-                    .handler_nanos
-                    .fetch_add(nanos, Ordering::Relaxed);
+                // Single writer (this actor's turns), as for `processed`.
+                let total = &cell.extras.get_or_init().handler_nanos;
+                total.store(total.load(Ordering::Relaxed) + nanos, Ordering::Relaxed);
                 batch
             } else {
                 run_messages(cell, private, &mut rx, budget, handled, &mut handoff)
@@ -495,8 +494,12 @@ struct Processed<'a> {
 impl Drop for Processed<'_> {
     fn drop(&mut self) {
         if self.handled > 0 {
+            // Only the actor's own turns write this counter, one at a time and ordered by the
+            // scheduling rule, so a plain load and store suffice: no locked read-modify-write
+            // (which would cost as much as the mailbox's compare-and-swap) on the hot path.
+            let before = self.counter.load(Ordering::Relaxed);
             self.counter
-                .fetch_add(self.handled as u64, Ordering::Relaxed);
+                .store(before + self.handled as u64, Ordering::Relaxed);
         }
     }
 }

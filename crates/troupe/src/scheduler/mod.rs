@@ -160,16 +160,10 @@ impl Drop for Pool {
     }
 }
 
-/// True if the caller is a worker of `pool` that can take a hand-off (see `ActorCell::push`).
+/// The calling worker's free LIFO slot for a hand-off (see `ActorCell::push`), if any.
 #[inline]
-pub(crate) fn can_hand_off(pool: &Arc<PoolShared>) -> bool {
-    worker::can_hand_off(pool)
-}
-
-/// Puts an actor the caller just woke from idle, with a message, in this worker's LIFO slot.
-#[inline]
-pub(crate) fn hand_off(actor: RawActor, message: crate::envelope::RawEnvelope) {
-    worker::hand_off(actor, message)
+pub(crate) fn hand_off_slot(pool: &Arc<PoolShared>) -> Option<worker::HandOff> {
+    worker::hand_off_slot(pool)
 }
 
 /// Makes `actor` runnable on its executor. Called only by the party that cleared the actor's

@@ -103,32 +103,36 @@ pub(super) fn schedule_local(pool: &Arc<PoolShared>, actor: RawActor) -> bool {
     true
 }
 
-/// True if the calling thread is a worker of `pool` whose LIFO slot is free, so an idle actor
-/// of the pool can be handed a message directly with its next turn.
+/// The calling worker's free LIFO slot, if the caller is a worker of `pool` and the slot is free:
+/// an idle actor of the pool can then be handed a message directly with its next turn.
 #[inline]
-pub(super) fn can_hand_off(pool: &Arc<PoolShared>) -> bool {
-    local_of(pool).is_some_and(|local| local.lifo.get().is_none())
+pub(super) fn hand_off_slot(pool: &Arc<PoolShared>) -> Option<HandOff> {
+    local_of(pool)
+        .filter(|local| local.lifo.get().is_none())
+        .map(|local| HandOff {
+            local,
+            _not_send: std::marker::PhantomData,
+        })
 }
 
-/// Puts `actor`, just woken from idle by the caller, in this worker's LIFO slot with a message.
-/// Call only after `can_hand_off` returned true on this thread (nothing ran in between).
-#[inline]
-pub(super) fn hand_off(actor: RawActor, message: RawEnvelope) {
-    CURRENT.with(|current| {
-        let local = current.get();
-        assert!(!local.is_null(), "hand-off outside a worker");
-        // SAFETY: as in `local_of`.
-        let local = unsafe { &*local };
-        assert!(
-            local.lifo.get().is_none(),
-            "hand-off into an occupied LIFO slot"
-        );
+/// A free LIFO slot of the current worker (see `hand_off_slot`); used at once, on this thread.
+pub(crate) struct HandOff {
+    local: &'static Local,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl HandOff {
+    /// Puts `actor`, just woken from idle by the caller, in the slot with `message`.
+    #[inline]
+    pub(crate) fn give(self, actor: RawActor, message: RawEnvelope) {
+        let local = self.local;
+        debug_assert!(local.lifo.get().is_none(), "the slot was checked free");
         // SAFETY: the slot is free (no actor in the LIFO slot means no message waiting: a turn
         // takes its message before running any user code), and only this thread touches it.
         unsafe { (*local.lifo_message.get()).write(message) };
         local.lifo_has_message.set(true);
         local.lifo.set(Some(actor));
-    });
+    }
 }
 
 /// The body of a worker thread.
