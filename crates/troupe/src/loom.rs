@@ -1,10 +1,10 @@
 //! The one door to atomics, cells and threads for the lock-free parts.
 //!
-//! Under `cfg(loom)` everything here comes from the `loom` model checker, so the mailbox and the
+//! Under `cfg(troupe_loom)` everything here comes from the `loom` model checker, so the mailbox and the
 //! reply slot can be run through every interleaving loom explores; otherwise it is `std`.
 //! Code that must be model-checked imports from here, never from `std::sync::atomic` directly.
 
-#[cfg(loom)]
+#[cfg(troupe_loom)]
 pub(crate) use loom::{
     cell::UnsafeCell,
     hint,
@@ -15,7 +15,7 @@ pub(crate) use loom::{
     thread,
 };
 
-#[cfg(not(loom))]
+#[cfg(not(troupe_loom))]
 pub(crate) use std::{
     hint,
     sync::{
@@ -27,11 +27,11 @@ pub(crate) use std::{
 
 /// `std`'s `UnsafeCell` with loom's access API (`with` / `with_mut`), so the same code compiles
 /// against both. Loom's own cell tracks every access and reports unsynchronised ones.
-#[cfg(not(loom))]
+#[cfg(not(troupe_loom))]
 #[derive(Debug, Default)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(troupe_loom))]
 impl<T> UnsafeCell<T> {
     pub(crate) const fn new(value: T) -> Self {
         Self(std::cell::UnsafeCell::new(value))
@@ -65,11 +65,11 @@ impl Backoff {
 
     #[inline]
     pub(crate) fn snooze(&mut self) {
-        #[cfg(loom)]
+        #[cfg(troupe_loom)]
         {
             thread::yield_now();
         }
-        #[cfg(not(loom))]
+        #[cfg(not(troupe_loom))]
         {
             if self.step <= Self::SPIN_LIMIT {
                 for _ in 0..1u32 << self.step {

@@ -59,9 +59,9 @@ const ONE: usize = 1 << SHIFT;
 
 /// Indices per block, one more than the slots: the last index of a lap is a marker meaning
 /// "the next block is being installed".
-#[cfg(not(loom))]
+#[cfg(not(troupe_loom))]
 const LAP: usize = 32;
-#[cfg(loom)]
+#[cfg(troupe_loom)]
 const LAP: usize = 3;
 /// Message slots per block.
 pub(crate) const BLOCK_CAP: usize = LAP - 1;
@@ -121,9 +121,9 @@ impl<T> Block<T> {
 // cache lines far enough apart that neither they nor the prefetcher's neighbouring-line fetches
 // collide. Measured on the chain and counter benchmarks (see the closing notes): stride 8
 // everywhere made the chain 2x slower, stride 2 everywhere made the counter 2.5x slower.
-#[cfg(not(loom))]
+#[cfg(not(troupe_loom))]
 const STRIDES: [usize; 2] = [2, 8];
-#[cfg(loom)]
+#[cfg(troupe_loom)]
 const STRIDES: [usize; 2] = [1, 1];
 /// Row of [`LAYOUTS`] for one producer at a time.
 const SOLO: u8 = 0;
@@ -671,7 +671,7 @@ impl<T> Drop for Mailbox<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(troupe_loom)))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize as StdAtomicUsize;
@@ -845,10 +845,10 @@ mod tests {
 
 /// Model checks: every interleaving loom explores, with blocks of two slots so block hand-over,
 /// recycling and the marker index are all reached. Run with
-/// `RUSTFLAGS="--cfg loom" cargo test -p troupe --release --lib loom_`. Loom found two real bugs
+/// `RUSTFLAGS="--cfg troupe_loom" cargo test -p troupe --release --lib loom_`. Loom found two real bugs
 /// here: a consumer that published its head after going idle, and a producer that wrote into a
 /// block another producer installed without acquiring it.
-#[cfg(all(test, loom))]
+#[cfg(all(test, troupe_loom))]
 mod loom_tests {
     use super::*;
     use crate::loom::{thread, Arc, AtomicUsize as LoomUsize, Mutex};

@@ -254,7 +254,7 @@ impl<R> Future for Ask<R> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(troupe_loom)))]
 mod tests {
     use super::*;
 

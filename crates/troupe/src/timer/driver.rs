@@ -447,7 +447,7 @@ impl Drop for TimerService {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(troupe_loom)))]
 mod tests {
     use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
     use std::sync::mpsc;

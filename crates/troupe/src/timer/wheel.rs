@@ -432,7 +432,7 @@ fn turn_start(tick: u64, level: usize) -> u64 {
     tick.checked_shr(bits).map_or(0, |high| high << bits)
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(troupe_loom)))]
 mod tests {
     use std::collections::{BTreeSet, HashMap};
     use std::time::Instant;
