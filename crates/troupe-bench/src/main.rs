@@ -7,6 +7,7 @@
 mod chain;
 mod compare;
 mod counter;
+mod features;
 mod report;
 mod ring;
 mod spawn;
@@ -64,6 +65,19 @@ enum Command {
         actors: u32,
         #[arg(long, default_value_t = 1_000_000)]
         rounds: u64,
+        /// Give every node a bounded mailbox of this capacity (to see what bounding costs).
+        #[arg(long)]
+        bounded: Option<usize>,
+    },
+    /// The cost of a supervised restart: N messages that each panic a supervised child.
+    Restart {
+        #[arg(long, default_value_t = 100_000)]
+        failures: u64,
+    },
+    /// Timer throughput: N timers scheduled by an actor (then again, cancelling every other).
+    Timers {
+        #[arg(long, default_value_t = 1_000_000)]
+        timers: u64,
     },
     /// Seed 000 at scale: spawn N idle actors; time per spawn, memory per actor.
     Spawn {
@@ -173,7 +187,21 @@ fn main() -> Result<()> {
     let quick = g.quick;
 
     match cli.command {
-        Command::Ring { actors, rounds } => {
+        Command::Restart { failures } => features::restarts(
+            &runner,
+            &config,
+            if quick { failures.min(100) } else { failures },
+        ),
+        Command::Timers { timers } => features::timers(
+            &runner,
+            &config,
+            if quick { timers.min(1_000) } else { timers },
+        ),
+        Command::Ring {
+            actors,
+            rounds,
+            bounded,
+        } => {
             let (actors, rounds) = if quick {
                 (actors.min(100), rounds.min(100))
             } else {
@@ -186,6 +214,7 @@ fn main() -> Result<()> {
                     actors,
                     rounds,
                     placement: g.placement.into(),
+                    bounded,
                 },
             )
         }
@@ -296,9 +325,24 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
                 actors,
                 rounds,
                 placement,
+                bounded: None,
             },
         )?;
     }
+    // The price of a bounded mailbox, beside the first ring above.
+    let (actors, rounds, _) = rings[0];
+    ring::run(
+        &long,
+        config,
+        ring::RingParams {
+            actors,
+            rounds: rounds / 10,
+            placement: Placement::Pool,
+            bounded: Some(1_000),
+        },
+    )?;
+    features::restarts(runner, config, if quick { 100 } else { 100_000 })?;
+    features::timers(runner, config, if quick { 1_000 } else { 1_000_000 })?;
     spawn::run(runner, config, if quick { 1_000 } else { 1_000_000 })?;
     counter::run(
         runner,

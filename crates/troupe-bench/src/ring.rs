@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 use serde_json::json;
-use troupe::{Actor, Addr, Context, Handler, Message, Placement, System};
+use troupe::{Actor, Addr, Context, Handler, Message, Overflow, Placement, SpawnOptions, System};
 
 use crate::report::{ms, Record, Runner};
 use crate::SystemConfig;
@@ -117,6 +117,8 @@ pub struct RingParams {
     pub actors: u32,
     pub rounds: u64,
     pub placement: Placement,
+    /// Bounded mailboxes of this capacity (overflow `Fail`), if any.
+    pub bounded: Option<usize>,
 }
 
 /// Runs the ring, printing construction time and throughput.
@@ -141,11 +143,21 @@ pub fn run(runner: &Runner, config: &SystemConfig, p: RingParams) -> Result<()> 
         .shutdown_timeout(Duration::from_secs(30))
         .context("shutting the ring's system down")?;
 
-    let contender = contender(p.placement);
-    let params = json!({"actors": p.actors, "rounds": p.rounds});
+    let contender = match p.bounded {
+        Some(_) => "troupe-bounded",
+        None => contender(p.placement),
+    };
+    let params = match p.bounded {
+        Some(capacity) => json!({"actors": p.actors, "rounds": p.rounds, "capacity": capacity}),
+        None => json!({"actors": p.actors, "rounds": p.rounds}),
+    };
     let params = params.as_object().expect("object").clone();
-    let notes = match p.placement {
-        Placement::Thread => format!("{}; every node on its own OS thread", config.notes()),
+    let notes = match (p.placement, p.bounded) {
+        (_, Some(capacity)) => format!(
+            "{}; every node with a bounded mailbox of {capacity} (overflow: fail)",
+            config.notes()
+        ),
+        (Placement::Thread, None) => format!("{}; every node on its own OS thread", config.notes()),
         _ => config.notes(),
     };
     runner.emit(&Record::new(
@@ -178,9 +190,13 @@ pub fn contender(placement: Placement) -> &'static str {
 
 fn build_ring(system: &System, p: RingParams) -> Result<(Vec<Addr<Node>>, Duration)> {
     let start = Instant::now();
+    let mut options = SpawnOptions::new().placement(p.placement);
+    if let Some(capacity) = p.bounded {
+        options = options.bounded(capacity, Overflow::Fail);
+    }
     let nodes: Vec<Addr<Node>> = (0..p.actors)
         .map(|id| {
-            system.spawn_on(
+            system.spawn_with(
                 Node {
                     id,
                     next: None,
@@ -188,7 +204,7 @@ fn build_ring(system: &System, p: RingParams) -> Result<(Vec<Addr<Node>>, Durati
                     rounds: 0,
                     done: None,
                 },
-                p.placement,
+                options.clone(),
             )
         })
         .collect();

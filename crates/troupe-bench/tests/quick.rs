@@ -63,6 +63,9 @@ fn quick_suite_produces_valid_validated_results() {
         "counter/throughput/troupe",
         "chain/elapsed/troupe",
         "chain/elapsed/os-threads",
+        "ring/throughput/troupe-bounded",
+        "restart/throughput/troupe",
+        "timers/throughput/troupe",
     ] {
         assert!(seen.contains(expected), "no {expected} result in {seen:?}");
     }

@@ -1,0 +1,212 @@
+//! The price of fault tolerance and time: supervised restarts per second, and timers per
+//! second (scheduled, fired, and cancelled). Each run validates its count.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _, Result};
+use serde_json::json;
+use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, SupervisorStrategy};
+
+use crate::report::{Record, Runner};
+use crate::ring::wait_until;
+use crate::SystemConfig;
+
+/// Panics on every message: each one costs a failure report, a supervisor decision and a
+/// rebuild from the factory.
+struct Crasher;
+impl Actor for Crasher {}
+
+struct Crash;
+impl Message for Crash {
+    type Reply = ();
+}
+impl Handler<Crash> for Crasher {
+    fn handle(&mut self, _: Crash, _: &mut Context<Self>) {
+        std::panic::panic_any(BenchPanic);
+    }
+}
+
+/// The payload of the benchmark's own panics, recognised by the quiet panic hook.
+struct BenchPanic;
+
+struct Supervisor;
+impl Actor for Supervisor {
+    fn supervisor_strategy(&self) -> SupervisorStrategy {
+        SupervisorStrategy::one_for_one().intensity(u32::MAX, Duration::from_secs(3600))
+    }
+}
+
+struct SpawnCrasher;
+impl Message for SpawnCrasher {
+    type Reply = Addr<Crasher>;
+}
+impl Handler<SpawnCrasher> for Supervisor {
+    fn handle(&mut self, _: SpawnCrasher, ctx: &mut Context<Self>) -> Addr<Crasher> {
+        ctx.spawn_supervised(|| Crasher, SpawnOptions::new())
+    }
+}
+
+/// Runs `f` with panics of the benchmark's own payload kept off stderr.
+fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<BenchPanic>().is_none() {
+            eprintln!("{info}");
+        }
+    }));
+    let out = f();
+    drop(std::panic::take_hook());
+    std::panic::set_hook(previous);
+    out
+}
+
+/// Restarts per second: N messages that each make a supervised child panic.
+pub fn restarts(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
+    ensure!(n >= 1, "restart needs at least 1 failure");
+    let system = config.build()?;
+    let supervisor = system.spawn(Supervisor);
+    let label = format!("restart {n}");
+    let [rate] = quietly(|| {
+        runner.measure(&label, || {
+            let crasher = supervisor
+                .ask(SpawnCrasher)
+                .wait_timeout(Duration::from_secs(30))
+                .context("spawning the crashing child")?;
+            let start = Instant::now();
+            for _ in 0..n {
+                crasher
+                    .tell(Crash)
+                    .map_err(|_| anyhow::anyhow!("the crashing child stopped"))?;
+            }
+            wait_until(|| crasher.metrics().restarts == n, Duration::from_secs(600))
+                .context("not every failure was restarted")?;
+            let elapsed = start.elapsed();
+            let restarts = crasher.metrics().restarts;
+            if restarts != n {
+                bail!("restart validation failed: {restarts} restarts for {n} failures");
+            }
+            crasher.stop();
+            Ok([n as f64 / elapsed.as_secs_f64()])
+        })
+    })?;
+    system.shutdown_timeout(Duration::from_secs(60))?;
+    let params = json!({ "failures": n })
+        .as_object()
+        .expect("object")
+        .clone();
+    runner.emit(&Record::new(
+        "restart",
+        "throughput",
+        "troupe",
+        params,
+        "restarts/s",
+        rate,
+        &format!(
+            "{}; one-for-one, each message panics its handler, rebuilt from its factory",
+            config.notes()
+        ),
+    ))
+}
+
+/// Schedules `n` timers from an actor and counts them as they fire.
+struct TimerUser {
+    fired: Arc<AtomicU64>,
+}
+impl Actor for TimerUser {}
+
+struct Fired;
+impl Message for Fired {
+    type Reply = ();
+}
+impl Handler<Fired> for TimerUser {
+    fn handle(&mut self, _: Fired, _: &mut Context<Self>) {
+        self.fired.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Schedule `count` timers over `spread`, cancelling every other one if `cancel`.
+struct Schedule {
+    count: u64,
+    spread: Duration,
+    cancel: bool,
+}
+impl Message for Schedule {
+    type Reply = u64;
+}
+impl Handler<Schedule> for TimerUser {
+    fn handle(&mut self, s: Schedule, ctx: &mut Context<Self>) -> u64 {
+        let mut kept = 0;
+        for i in 0..s.count {
+            let delay = s.spread.mul_f64((i % 1000) as f64 / 1000.0);
+            let id = ctx.send_after(delay, Fired);
+            if s.cancel && i % 2 == 1 {
+                if !ctx.cancel_timer(id) {
+                    kept += 1; // already fired: it counts
+                }
+            } else {
+                kept += 1;
+            }
+        }
+        kept
+    }
+}
+
+/// Timers per second: `n` timers scheduled from an actor over 100 ms and fired as messages;
+/// then the same with every other one cancelled.
+pub fn timers(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
+    ensure!(n >= 1, "timers needs at least 1 timer");
+    let system = config.build()?;
+    for cancel in [false, true] {
+        let fired = Arc::new(AtomicU64::new(0));
+        let user = system.spawn(TimerUser {
+            fired: fired.clone(),
+        });
+        let label = format!("timers {n}{}", if cancel { " cancel" } else { "" });
+        let [rate] = runner.measure(&label, || {
+            fired.store(0, Ordering::Relaxed);
+            let start = Instant::now();
+            let kept = user
+                .ask(Schedule {
+                    count: n,
+                    spread: Duration::from_millis(100),
+                    cancel,
+                })
+                .wait_timeout(Duration::from_secs(600))
+                .context("scheduling timers")?;
+            wait_until(
+                || fired.load(Ordering::Relaxed) >= kept,
+                Duration::from_secs(600),
+            )
+            .context("not every timer fired")?;
+            let elapsed = start.elapsed();
+            // No cancelled timer may fire late.
+            std::thread::sleep(Duration::from_millis(120));
+            let total = fired.load(Ordering::Relaxed);
+            if total != kept {
+                bail!("timer validation failed: {total} fired, {kept} expected");
+            }
+            Ok([n as f64 / elapsed.as_secs_f64()])
+        })?;
+        let params = json!({ "timers": n, "spread_ms": 100, "cancel_every_other": cancel })
+            .as_object()
+            .expect("object")
+            .clone();
+        runner.emit(&Record::new(
+            "timers",
+            "throughput",
+            "troupe",
+            params,
+            "timers/s",
+            rate,
+            &format!(
+                "{}; scheduled by an actor with send_after, delivered as messages; time from the first schedule to the last delivery (includes the 100 ms spread)",
+                config.notes()
+            ),
+        ))?;
+        user.stop();
+    }
+    system.shutdown_timeout(Duration::from_secs(60))?;
+    Ok(())
+}
