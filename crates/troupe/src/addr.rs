@@ -172,7 +172,18 @@ impl<A: Actor> Addr<A> {
     {
         let mut msg = msg;
         loop {
-            match self.tell(msg) {
+            let attempt =
+                self.cell
+                    .push_waiting(Envelope::new(Tell(msg)))
+                    .map_err(|(envelope, refusal)| {
+                        // SAFETY: the envelope was built just above from a `Tell<M>`.
+                        let Tell(msg) = unsafe { envelope.into_payload::<Tell<M>>() };
+                        match refusal {
+                            Refusal::Stopped => SendError::Stopped(msg),
+                            Refusal::Full => SendError::Full(msg),
+                        }
+                    });
+            match attempt {
                 Err(SendError::Full(back)) => {
                     msg = back;
                     let bound = self

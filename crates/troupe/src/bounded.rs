@@ -69,8 +69,9 @@ impl Bound {
         }
     }
 
-    /// Counts one message in, or decides what to do with it.
-    pub(crate) fn admit(&self) -> Admit {
+    /// Counts one message in, or decides what to do with it. A refusal is counted unless the
+    /// sender will wait and retry (`send().await`).
+    pub(crate) fn admit(&self, count_refusal: bool) -> Admit {
         let before = self.len.fetch_add(1, Ordering::AcqRel);
         if before < self.capacity {
             return Admit::Yes;
@@ -78,7 +79,9 @@ impl Bound {
         match self.overflow {
             Overflow::Fail => {
                 self.len.fetch_sub(1, Ordering::AcqRel);
-                self.rejected.fetch_add(1, Ordering::Relaxed);
+                if count_refusal {
+                    self.rejected.fetch_add(1, Ordering::Relaxed);
+                }
                 Admit::Full
             }
             Overflow::DropNewest => {

@@ -255,7 +255,7 @@ impl<A: Actor> ActorCell<A> {
     #[inline]
     pub(crate) fn push(&self, envelope: Envelope<A>) -> Result<(), (Envelope<A>, Refusal)> {
         if let Some(bound) = &self.bound {
-            return self.push_bounded(bound, envelope);
+            return self.push_bounded(bound, envelope, true);
         }
         self.push_unbounded(envelope)
             .map_err(|e| (e, Refusal::Stopped))
@@ -292,13 +292,22 @@ impl<A: Actor> ActorCell<A> {
         }
     }
 
+    /// Sends to a bounded mailbox without counting a refusal (the caller waits and retries).
+    pub(crate) fn push_waiting(&self, envelope: Envelope<A>) -> Result<(), (Envelope<A>, Refusal)> {
+        match &self.bound {
+            Some(bound) => self.push_bounded(bound, envelope, false),
+            None => self.push(envelope),
+        }
+    }
+
     #[cold]
     fn push_bounded(
         &self,
         bound: &Bound,
         envelope: Envelope<A>,
+        count_refusal: bool,
     ) -> Result<(), (Envelope<A>, Refusal)> {
-        match bound.admit() {
+        match bound.admit(count_refusal) {
             crate::bounded::Admit::Yes => match self.mailbox.push(envelope) {
                 Ok(woke) => {
                     if woke {
