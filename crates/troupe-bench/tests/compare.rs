@@ -1,0 +1,116 @@
+//! `compare --quick` end to end: every contender whose toolchain is installed here builds,
+//! runs every scenario its manifest declares, and returns validated results in the shared
+//! schema. Contenders whose toolchain is missing must be skipped with a line saying how to
+//! install them. (Checks results, never timings.)
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn on_path(command: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(command).is_file()))
+}
+
+/// contender -> scenarios it declares, for peers whose toolchain is present; and the runtimes
+/// that should be skipped.
+fn expectations() -> (BTreeMap<String, BTreeSet<String>>, Vec<String>) {
+    let mut expected = BTreeMap::new();
+    let mut skipped = Vec::new();
+    for entry in std::fs::read_dir(repo().join("peers")).unwrap().flatten() {
+        let manifest = entry.path().join("peer.json");
+        if !manifest.is_file() {
+            continue;
+        }
+        let m: Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+        let requires: Vec<&str> = m["requires"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        if !requires.iter().all(|r| on_path(r)) {
+            skipped.push(m["runtime"].as_str().unwrap().to_owned());
+            continue;
+        }
+        for c in m["contenders"].as_array().unwrap() {
+            let scenarios = c["scenarios"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_owned())
+                .collect();
+            expected.insert(c["name"].as_str().unwrap().to_owned(), scenarios);
+        }
+    }
+    (expected, skipped)
+}
+
+#[test]
+fn quick_compare_every_available_contender_validates() {
+    let results = std::env::temp_dir().join(format!("troupe-compare-test-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe-bench"))
+        .current_dir(repo())
+        .args([
+            "compare",
+            "--quick",
+            "--json",
+            "--timeout",
+            "600",
+            "--results-dir",
+        ])
+        .arg(&results)
+        .output()
+        .expect("run troupe-bench compare");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (expected, skipped) = expectations();
+    for runtime in &skipped {
+        assert!(
+            stderr.contains(&format!("skipped {runtime}")),
+            "no skip line for {runtime}:\n{stderr}"
+        );
+    }
+    // A contender a JDK too old for (virtual threads) may report `unsupported`; anything else
+    // that failed makes the command fail.
+    assert!(output.status.success(), "compare failed:\n{stderr}");
+
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in String::from_utf8(output.stdout).unwrap().lines() {
+        let r: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line}: {e}"));
+        assert_eq!(r["validated"], Value::Bool(true), "{r}");
+        assert!(!r["samples"].as_array().unwrap().is_empty(), "{r}");
+        assert!(r["median"].as_f64().unwrap() >= 0.0, "{r}");
+        seen.entry(r["contender"].as_str().unwrap().to_owned())
+            .or_default()
+            .insert(r["scenario"].as_str().unwrap().to_owned());
+    }
+    for local in ["troupe", "troupe-thread", "os-threads"] {
+        assert!(seen.contains_key(local), "no results from {local}");
+    }
+    for (contender, scenarios) in &expected {
+        let unsupported = stderr.contains(&format!("{contender} does not support"));
+        let got = seen.get(contender).cloned().unwrap_or_default();
+        for scenario in scenarios {
+            assert!(
+                got.contains(scenario) || unsupported,
+                "{contender} gave no {scenario} result:\n{stderr}"
+            );
+        }
+    }
+    // The raw results and the Markdown table were written.
+    let written: Vec<_> = std::fs::read_dir(&results).unwrap().flatten().collect();
+    assert!(written
+        .iter()
+        .any(|e| e.path().extension().is_some_and(|x| x == "md")));
+    assert!(written
+        .iter()
+        .any(|e| e.path().extension().is_some_and(|x| x == "jsonl")));
+    let _ = std::fs::remove_dir_all(&results);
+}
