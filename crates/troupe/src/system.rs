@@ -554,8 +554,9 @@ impl System {
             .expect("no deadline, so no timeout");
     }
 
-    /// Like [`shutdown`](System::shutdown), but gives up after `timeout`, reporting how many
-    /// actors were still running; their threads are then left detached.
+    /// Like [`shutdown`](System::shutdown), but gives up waiting after `timeout`, reporting how
+    /// many actors were still running. They are left to finish (they have been asked to stop);
+    /// a background thread then releases the system's threads.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Result<(), ShutdownError> {
         self.shutdown_inner(Some(timeout))
     }
@@ -595,10 +596,7 @@ impl System {
                 if waited >= limit {
                     let remaining = self.shared.live();
                     drop(guard);
-                    // Leave the workers running for the actors that are still busy.
-                    for pool in self.pools.drain(..) {
-                        std::mem::forget(pool);
-                    }
+                    self.finish_in_background();
                     return Err(ShutdownError::Timeout { remaining, waited });
                 }
                 wait = wait.min(limit - waited);
@@ -612,6 +610,47 @@ impl System {
                 .0;
         }
         drop(guard);
+        self.release_threads();
+        Ok(())
+    }
+
+    /// The actors still running are left to finish; a detached thread waits for them and then
+    /// releases the system's threads, so the caller need not wait and nothing leaks.
+    fn finish_in_background(&mut self) {
+        let mut rest = System {
+            shared: self.shared.clone(),
+            pools: std::mem::take(&mut self.pools),
+            timer_service: self.timer_service.take(),
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-reaper", self.shared.name))
+            .spawn(move || {
+                let mut guard = rest
+                    .shared
+                    .all_stopped
+                    .0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                while rest.shared.live() > 0 {
+                    guard = rest
+                        .shared
+                        .all_stopped
+                        .1
+                        .wait_timeout(guard, Duration::from_millis(100))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                drop(guard);
+                rest.release_threads();
+            });
+        if spawned.is_err() {
+            tracing::error!("could not start the thread that finishes a timed-out shutdown");
+        }
+    }
+
+    /// Stops and joins the pools, the timer, the async runtime and the thread-backed actors'
+    /// threads (every actor has stopped).
+    fn release_threads(&mut self) {
         for pool in self.pools.drain(..) {
             pool.stop();
         }
@@ -639,7 +678,6 @@ impl System {
         if let Some(runtime) = runtime {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
-        Ok(())
     }
 
     fn stop_top_level(&self) {

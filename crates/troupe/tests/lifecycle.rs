@@ -16,7 +16,7 @@ fn entries(log: &Log) -> Vec<String> {
 }
 
 struct Tracked {
-    name: &'static str,
+    name: String,
     log: Log,
     children: usize,
     _state: Option<common::Counted>,
@@ -29,9 +29,8 @@ impl Actor for Tracked {
             .unwrap()
             .push(format!("{} started", self.name));
         for i in 0..self.children {
-            let name: &'static str = Box::leak(format!("{}.{i}", self.name).into_boxed_str());
             ctx.spawn(Tracked {
-                name,
+                name: format!("{}.{i}", self.name),
                 log: self.log.clone(),
                 children: 0,
                 _state: None,
@@ -82,7 +81,7 @@ fn hooks_run_in_order_and_children_stop_first() {
     let log: Log = Arc::default();
     let system = System::new();
     let parent = system.spawn(Tracked {
-        name: "p",
+        name: "p".into(),
         log: log.clone(),
         children: 3,
         _state: None,
@@ -120,7 +119,7 @@ fn stop_drops_queued_messages_and_fails_askers() {
     let system = System::builder().workers(1).build().unwrap();
     let log: Log = Arc::default();
     let actor = system.spawn(Tracked {
-        name: "a",
+        name: "a".into(),
         log,
         children: 0,
         _state: Some(state.token()),
@@ -217,7 +216,7 @@ fn shutdown_joins_threads_and_drops_everything() {
         };
         addrs.push(system.spawn_on(
             Tracked {
-                name: "x",
+                name: "x".into(),
                 log: log.clone(),
                 children: 2,
                 _state: Some(state.token()),
