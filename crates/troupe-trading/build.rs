@@ -1,0 +1,27 @@
+//! Records the compiler version and the commit at build time, for every result's `machine`.
+use std::process::Command;
+
+fn output(program: &str, args: &[&str]) -> Option<String> {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+}
+
+fn main() {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let version = output(&rustc, &["--version"]).unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=TROUPE_TRADING_RUSTC={version}");
+    let commit = output("git", &["describe", "--always", "--dirty", "--abbrev=12"])
+        .unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=TROUPE_TRADING_COMMIT={commit}");
+    for path in ["../../.git/HEAD", "../../.git/index"] {
+        if std::path::Path::new(path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+    println!("cargo:rerun-if-changed=build.rs");
+}

@@ -1,0 +1,418 @@
+//! The matching-engine actor, in its two roles, and the pair protocol between them.
+//!
+//! # An order through a pair
+//! 1. A receiver tells the primary `Place(order)`.
+//! 2. The primary checks the order against its shard (known book, new key). A duplicate is
+//!    acknowledged as rejected at once and goes no further.
+//! 3. The primary tells its standby `Replicate(order)` first, so the standby matches and logs
+//!    in parallel, then applies the order to its own shard (match, append to the log).
+//! 4. Each engine makes its log durable in batches (group commit, below) and then
+//!    acknowledges what the batch covered:
+//!    - **request-reply**: the standby tells the primary `Replicated { upto }` (a watermark:
+//!      every order up to that sequence number is applied and logged there); the primary
+//!      sends the client its [`Ack`] once both its own and the standby's watermark have
+//!      passed the order.
+//!    - **one-way**: each engine sends the client its own `Ack`; the client counts two.
+//!
+//! Orders reach the standby in the primary's order (one sender, one mailbox), so both apply
+//! the same sequence and their states stay equal.
+//!
+//! # Group commit
+//! In fsync mode an applied order waits in `pending` until a commit covers it. The first order
+//! of a batch sends the engine a `Flush` marker to itself; the marker queues behind every order
+//! already in the mailbox, so when it is handled, one `write` + `fdatasync` covers all of them.
+//! Orders arriving during an fsync queue up and form the next batch. The engine runs on a
+//! thread of its own (`Placement::Thread`), since it blocks on the disk. Without a log, or with
+//! a buffered one (whose records are in the OS's page cache as soon as they are appended), an
+//! order is committed as soon as it is applied.
+//!
+//! # Failure
+//! If the log cannot be written, durability can no longer be promised: the engine answers
+//! every pending order with [`RejectReason::EngineUnavailable`] (their fate on disk is unknown:
+//! recovery tells), reports the error, and stops; receivers then reject orders for its books.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use troupe::{Actor, Addr, Context, Handler, Message};
+
+use crate::log::LogMode;
+use crate::order::{Ack, ClientId, Order, OrderKey, Outcome, RejectReason, Role};
+use crate::session::Sessions;
+use crate::shard::Shard;
+
+/// How acknowledgements travel (the seed's two messaging styles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Style {
+    /// The primary waits for its standby and sends the client one ack when both are done.
+    RequestReply,
+    /// Each engine acks the client on its own; the client waits for both.
+    OneWay,
+}
+
+impl Style {
+    /// The name the command line uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Style::RequestReply => "request-reply",
+            Style::OneWay => "one-way",
+        }
+    }
+
+    /// Acks a client receives for an accepted order.
+    pub fn acks_per_order(self) -> usize {
+        match self {
+            Style::RequestReply => 1,
+            Style::OneWay => 2,
+        }
+    }
+}
+
+impl std::str::FromStr for Style {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "request-reply" => Ok(Style::RequestReply),
+            "one-way" => Ok(Style::OneWay),
+            other => Err(format!(
+                "unknown style `{other}`; use request-reply or one-way"
+            )),
+        }
+    }
+}
+
+/// A validated order, routed to the primary that owns its book.
+pub(crate) struct Place(pub(crate) Order);
+impl Message for Place {
+    type Reply = ();
+}
+
+/// An order the primary accepted, for its standby.
+struct Replicate(Order);
+impl Message for Replicate {
+    type Reply = ();
+}
+
+/// The standby's watermark: every order up to `upto` is applied and committed there.
+struct Replicated {
+    upto: u64,
+}
+impl Message for Replicated {
+    type Reply = ();
+}
+
+/// The group-commit marker an engine sends itself.
+struct Flush;
+impl Message for Flush {
+    type Reply = ();
+}
+
+/// Tells a standby where to send its watermarks (request-reply).
+pub(crate) struct SetPrimary(pub(crate) Addr<Engine>);
+impl Message for SetPrimary {
+    type Reply = ();
+}
+
+/// Asks an engine for a summary of its state.
+pub(crate) struct GetState;
+impl Message for GetState {
+    type Reply = EngineState;
+}
+
+/// Asks an engine for the keys of every order it has accepted.
+pub(crate) struct GetAcceptedKeys;
+impl Message for GetAcceptedKeys {
+    type Reply = Vec<OrderKey>;
+}
+
+/// Asks an engine to write and fsync everything it has applied.
+pub(crate) struct SyncLog;
+impl Message for SyncLog {
+    type Reply = Result<(), String>;
+}
+
+/// A summary of one engine's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineState {
+    /// The engine's pair.
+    pub pair: usize,
+    /// Primary or standby.
+    pub role: Role,
+    /// Orders applied (the last sequence number).
+    pub applied: u64,
+    /// Orders committed to the log and acknowledged (or ready to be).
+    pub committed: u64,
+    /// Log commits made (each covers a batch of orders: group commit).
+    pub commits: u64,
+    /// Trades made.
+    pub trades: u64,
+    /// Volume traded.
+    pub traded_volume: u64,
+    /// Orders resting in the books.
+    pub resting: usize,
+    /// Stable hash of the books (see [`Shard::state_hash`]).
+    pub state_hash: u64,
+}
+
+/// An applied order waiting for its commit (and, on a request-reply primary, its standby).
+struct Pending {
+    seq: u64,
+    client: ClientId,
+    client_order_id: u64,
+    filled: u32,
+}
+
+/// A matching engine: a primary or a standby. See the module note.
+pub struct Engine {
+    shard: Shard,
+    style: Style,
+    mode: LogMode,
+    sessions: Arc<Sessions>,
+    /// On a primary: its standby.
+    standby: Option<Addr<Engine>>,
+    /// On a request-reply standby: its primary.
+    primary: Option<Addr<Engine>>,
+    pending: VecDeque<Pending>,
+    /// Every order up to this sequence number is committed here.
+    committed: u64,
+    /// On a primary: every order up to this sequence number is committed on the standby.
+    standby_committed: u64,
+    /// On a standby: the last watermark sent.
+    reported: u64,
+    flush_scheduled: bool,
+}
+
+impl Actor for Engine {
+    fn stopping(&mut self, _ctx: &mut Context<Self>) {
+        // A clean stop leaves every applied order on disk, acknowledged or not.
+        if let Err(e) = self.shard.sync() {
+            eprintln!(
+                "pair {} {}: could not flush the log while stopping: {e}",
+                self.shard.pair(),
+                self.shard.role()
+            );
+        }
+    }
+}
+
+impl Engine {
+    /// An engine over a shard that has replayed its log (everything in it is committed).
+    pub(crate) fn new(
+        shard: Shard,
+        style: Style,
+        mode: LogMode,
+        sessions: Arc<Sessions>,
+        standby: Option<Addr<Engine>>,
+    ) -> Self {
+        let applied = shard.applied();
+        Engine {
+            shard,
+            style,
+            mode,
+            sessions,
+            standby,
+            primary: None,
+            pending: VecDeque::new(),
+            committed: applied,
+            standby_committed: applied,
+            reported: applied,
+            flush_scheduled: false,
+        }
+    }
+
+    fn role(&self) -> Role {
+        self.shard.role()
+    }
+
+    fn ack(&self, client: ClientId, client_order_id: u64, outcome: Outcome) {
+        // A client that has gone away needs no ack.
+        let _ = self.sessions.deliver(
+            client,
+            Ack {
+                client_order_id,
+                outcome,
+                from: self.role(),
+            },
+        );
+    }
+
+    /// Applies an order (already checked) and schedules its acknowledgement.
+    fn apply(&mut self, order: &Order, ctx: &mut Context<Self>) {
+        let fill = match self.shard.apply(order) {
+            Ok(fill) => fill,
+            Err(reason) => {
+                // A primary checks before replicating, so this is a standby that diverged:
+                // a bug, reported loudly; the order is refused here too.
+                eprintln!(
+                    "pair {} {}: order {:?} refused on apply: {reason}",
+                    self.shard.pair(),
+                    self.role(),
+                    order.key()
+                );
+                self.ack(
+                    order.client(),
+                    order.client_order_id(),
+                    Outcome::Rejected(reason),
+                );
+                return;
+            }
+        };
+        let seq = self.shard.applied();
+        let needs_ack = self.role() == Role::Primary || self.style == Style::OneWay;
+        if needs_ack {
+            self.pending.push_back(Pending {
+                seq,
+                client: order.client(),
+                client_order_id: order.client_order_id(),
+                filled: fill.filled,
+            });
+        }
+        if self.mode != LogMode::Fsync {
+            // In memory, or already in the OS's hands (a buffered log maps its file).
+            if let Err(e) = self.shard.commit() {
+                self.fail(&e, ctx);
+                return;
+            }
+            self.committed = seq;
+            self.release();
+        } else if !self.flush_scheduled {
+            self.flush_scheduled = true;
+            // If the send fails we are stopping; `stopping` flushes the log.
+            let _ = ctx.myself().tell(Flush);
+        }
+    }
+
+    /// Sends every acknowledgement the watermarks allow.
+    fn release(&mut self) {
+        let upto = match (self.role(), self.style) {
+            (Role::Primary, Style::RequestReply) => self.committed.min(self.standby_committed),
+            (Role::Standby, Style::RequestReply) => {
+                if self.committed > self.reported {
+                    self.reported = self.committed;
+                    if let Some(primary) = &self.primary {
+                        let _ = primary.tell(Replicated {
+                            upto: self.committed,
+                        });
+                    }
+                }
+                return;
+            }
+            (_, Style::OneWay) => self.committed,
+        };
+        while let Some(p) = self.pending.front() {
+            if p.seq > upto {
+                break;
+            }
+            let p = self.pending.pop_front().expect("front exists");
+            self.ack(
+                p.client,
+                p.client_order_id,
+                Outcome::Accepted { filled: p.filled },
+            );
+        }
+    }
+
+    fn fail(&mut self, error: &dyn std::fmt::Display, ctx: &mut Context<Self>) {
+        eprintln!(
+            "pair {} {}: log failure, stopping the engine: {error}",
+            self.shard.pair(),
+            self.role()
+        );
+        for p in std::mem::take(&mut self.pending) {
+            self.ack(
+                p.client,
+                p.client_order_id,
+                Outcome::Rejected(RejectReason::EngineUnavailable),
+            );
+        }
+        ctx.stop();
+    }
+
+    fn state(&self) -> EngineState {
+        EngineState {
+            pair: self.shard.pair(),
+            role: self.role(),
+            applied: self.shard.applied(),
+            committed: self.committed,
+            commits: self.shard.commits(),
+            trades: self.shard.trades(),
+            traded_volume: self.shard.traded_volume(),
+            resting: self.shard.resting(),
+            state_hash: self.shard.state_hash(),
+        }
+    }
+}
+
+impl Handler<Place> for Engine {
+    fn handle(&mut self, Place(order): Place, ctx: &mut Context<Self>) {
+        if let Err(reason) = self.shard.check(&order) {
+            self.ack(
+                order.client(),
+                order.client_order_id(),
+                Outcome::Rejected(reason),
+            );
+            return;
+        }
+        if let Some(standby) = &self.standby {
+            if standby.tell(Replicate(order)).is_err() {
+                // Without its standby the pair cannot promise two copies.
+                self.ack(
+                    order.client(),
+                    order.client_order_id(),
+                    Outcome::Rejected(RejectReason::EngineUnavailable),
+                );
+                return;
+            }
+        }
+        self.apply(&order, ctx);
+    }
+}
+
+impl Handler<Replicate> for Engine {
+    fn handle(&mut self, Replicate(order): Replicate, ctx: &mut Context<Self>) {
+        self.apply(&order, ctx);
+    }
+}
+
+impl Handler<Replicated> for Engine {
+    fn handle(&mut self, msg: Replicated, _ctx: &mut Context<Self>) {
+        self.standby_committed = self.standby_committed.max(msg.upto);
+        self.release();
+    }
+}
+
+impl Handler<Flush> for Engine {
+    fn handle(&mut self, _: Flush, ctx: &mut Context<Self>) {
+        self.flush_scheduled = false;
+        if let Err(e) = self.shard.commit() {
+            self.fail(&e, ctx);
+            return;
+        }
+        self.committed = self.shard.applied();
+        self.release();
+    }
+}
+
+impl Handler<SetPrimary> for Engine {
+    fn handle(&mut self, msg: SetPrimary, _ctx: &mut Context<Self>) {
+        self.primary = Some(msg.0);
+    }
+}
+
+impl Handler<GetState> for Engine {
+    fn handle(&mut self, _: GetState, _ctx: &mut Context<Self>) -> EngineState {
+        self.state()
+    }
+}
+
+impl Handler<GetAcceptedKeys> for Engine {
+    fn handle(&mut self, _: GetAcceptedKeys, _ctx: &mut Context<Self>) -> Vec<OrderKey> {
+        self.shard.accepted_keys()
+    }
+}
+
+impl Handler<SyncLog> for Engine {
+    fn handle(&mut self, _: SyncLog, _ctx: &mut Context<Self>) -> Result<(), String> {
+        self.shard.sync().map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,82 @@
+//! The order receiver: the stateless front door.
+//!
+//! A receiver validates each [`NewOrder`] against the [`Market`] (known instrument, positive
+//! volume, price inside the band) and routes it to the primary engine that owns its book. It
+//! keeps nothing between orders, so any receiver accepts any order and clients may use any of
+//! them; the exchange runs several so that clients do not all queue on one mailbox.
+//!
+//! A bad order is answered right here with a typed [`RejectReason`] and never reaches an
+//! engine. Orders from a client id that never connected cannot be answered at all and are
+//! dropped (counted nowhere but in the client's own missing ack: the client API does not let
+//! this happen).
+
+use std::sync::Arc;
+
+use troupe::{Actor, Addr, Context, Handler, Message};
+
+use crate::engine::{Engine, Place};
+use crate::market::Market;
+use crate::order::{Ack, NewOrder, Outcome, RejectReason, Role};
+use crate::session::Sessions;
+
+/// A client's order for a receiver.
+#[derive(Debug, Clone, Copy)]
+pub struct Submit(pub NewOrder);
+
+impl Message for Submit {
+    type Reply = ();
+}
+
+/// A stateless order receiver. See the module note.
+pub struct Receiver {
+    market: Arc<Market>,
+    primaries: Arc<[Addr<Engine>]>,
+    sessions: Arc<Sessions>,
+}
+
+impl Actor for Receiver {}
+
+impl Receiver {
+    pub(crate) fn new(
+        market: Arc<Market>,
+        primaries: Arc<[Addr<Engine>]>,
+        sessions: Arc<Sessions>,
+    ) -> Self {
+        Receiver {
+            market,
+            primaries,
+            sessions,
+        }
+    }
+
+    fn reject(&self, order: &NewOrder, reason: RejectReason) {
+        let _ = self.sessions.deliver(
+            order.client,
+            Ack {
+                client_order_id: order.client_order_id,
+                outcome: Outcome::Rejected(reason),
+                from: Role::Primary,
+            },
+        );
+    }
+}
+
+impl Handler<Submit> for Receiver {
+    #[inline]
+    fn handle(&mut self, Submit(order): Submit, _ctx: &mut Context<Self>) {
+        if !self.sessions.is_connected(order.client) {
+            return;
+        }
+        let valid = match self.market.validate(&order) {
+            Ok(valid) => valid,
+            Err(reason) => return self.reject(&order, reason),
+        };
+        let pair = self
+            .market
+            .pair_of(valid.instrument())
+            .expect("a validated order names a known instrument");
+        if self.primaries[pair].tell(Place(valid)).is_err() {
+            self.reject(&order, RejectReason::EngineUnavailable);
+        }
+    }
+}
