@@ -169,16 +169,19 @@ pub(crate) struct Private<A: Actor> {
 /// One actor. See the module note.
 #[repr(C)]
 pub(crate) struct ActorCell<A: Actor> {
+    // Fields in the order a hop touches them, so a hop touches as few cache lines as it can
+    // (a chain of 10,000 actors is memory-bound): what senders and the turn use first, the
+    // rarely used ones last.
     header: Header,
     pub(crate) mailbox: Mailbox<Envelope<A>>,
-    pub(crate) signals: SignalStack,
-    pub(crate) parent: ParentLink,
-    pub(crate) system: Arc<SystemShared>,
     pub(crate) bound: Option<Box<Bound>>,
     /// Messages handled, updated once per turn.
     pub(crate) processed: AtomicU64,
-    pub(crate) extras: LazyBox<Extras>,
     pub(crate) private: UnsafeCell<Private<A>>,
+    pub(crate) signals: SignalStack,
+    pub(crate) parent: ParentLink,
+    pub(crate) system: Arc<SystemShared>,
+    pub(crate) extras: LazyBox<Extras>,
 }
 
 // SAFETY: `private` is only accessed by the actor's current turn, and turns are serialised by
@@ -548,21 +551,32 @@ fn run_messages<A: Actor>(
             return Batch::Interrupted;
         }
     }
+    let bound = cell.bound.as_deref();
     while *handled < budget {
-        let Some(envelope) = rx.pop() else {
-            return Batch::Drained;
-        };
-        if let Some(bound) = &cell.bound {
-            bound.release(1);
-            if bound.take_drop_oldest() {
-                drop(envelope); // overflow policy `DropOldest`, counted
-                continue;
+        let mut delivered = false;
+        let took = rx.take_in_place(|slot| {
+            if let Some(bound) = bound {
+                bound.release(1);
+                if bound.take_drop_oldest() {
+                    // Overflow policy `DropOldest`, counted.
+                    // SAFETY: the slot holds a live envelope, dropped once here.
+                    unsafe { std::ptr::drop_in_place(slot) };
+                    return;
+                }
             }
+            // SAFETY: the slot holds a live `Envelope<A>` (transparent over `RawEnvelope`),
+            // delivered once, in place.
+            unsafe { RawEnvelope::deliver_in_place(slot.cast(), actor, ctx) };
+            delivered = true;
+        });
+        if !took {
+            return Batch::Drained;
         }
-        envelope.deliver(actor, ctx);
-        *handled += 1;
-        if ctx.attention {
-            return Batch::Interrupted;
+        if delivered {
+            *handled += 1;
+            if ctx.attention {
+                return Batch::Interrupted;
+            }
         }
     }
     Batch::BudgetSpent

@@ -99,7 +99,9 @@ impl Drop for RawEnvelope {
     }
 }
 
-/// A message for an actor of type `A`.
+/// A message for an actor of type `A`. Transparent over `RawEnvelope`, so one stored in a
+/// mailbox slot can be delivered in place with `RawEnvelope::deliver_in_place`.
+#[repr(transparent)]
 pub(crate) struct Envelope<A: Actor> {
     raw: RawEnvelope,
     _actor: PhantomData<fn(&mut A)>,
@@ -125,13 +127,6 @@ impl<A: Actor> Envelope<A> {
             raw: RawEnvelope { call, storage },
             _actor: PhantomData,
         }
-    }
-
-    /// Hands the message to the actor's handler.
-    #[inline]
-    pub(crate) fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
-        // SAFETY: built by `Envelope::<A>::new`, for this `A`.
-        unsafe { self.raw.deliver(actor, ctx) }
     }
 
     /// Erases the actor type (to travel through the scheduler with its actor).

@@ -475,42 +475,47 @@ impl<T> Consumer<'_, T> {
     /// has claimed its slot but not yet written it.
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<T> {
+        let mut out = None;
+        // SAFETY: `take` moves the message out of the slot exactly once.
+        self.take_in_place(|slot| out = Some(unsafe { slot.read() }));
+        out
+    }
+
+    /// Hands the next ready message to `take` as a pointer into its slot, without moving it
+    /// out first (a message copied through the stack costs a store-forwarding stall per hop).
+    /// `take` must move or drop the message. Returns false if no message is ready.
+    ///
+    /// The slot is released after `take` returns, or while unwinding if it panics, so a
+    /// message whose handler panicked is never seen twice.
+    #[inline]
+    pub(crate) fn take_in_place(&mut self, take: impl FnOnce(*mut T)) -> bool {
         if self.block.is_null() {
             self.block = self.mailbox.head_block.load(Ordering::Acquire);
             if self.block.is_null() {
-                return None;
+                return false;
             }
         }
         let offset = (self.head >> SHIFT) % LAP;
         debug_assert!(offset < BLOCK_CAP, "the head never rests on a marker");
         // SAFETY: `self.block` is the live block holding index `self.head`: blocks are recycled
-        // only by this consumer, after reading all their slots.
+        // only by this consumer, after reading all their slots (here, in `Release::drop`, after
+        // `take` is done with the slot).
         unsafe {
             let slot = Block::slot(self.block, offset);
             // Acquire pairs with the producer's Release store of `ready`.
             if (*slot).ready.load(Ordering::Acquire) == 0 {
-                return None;
+                return false;
             }
-            let msg = (*slot).msg.with(|p| (*p).assume_init_read());
-            (*slot).ready.store(0, Ordering::Relaxed);
-            self.head += ONE;
-            if offset + 1 == BLOCK_CAP {
-                // The producer of the last slot installed `next` before writing that slot, and
-                // we saw the write with Acquire, so `next` is set.
-                let next = (*self.block).next.load(Ordering::Acquire);
-                debug_assert!(!next.is_null());
-                let done = Box::from_raw(self.block);
-                done.next.store(ptr::null_mut(), Ordering::Relaxed);
-                self.block = next;
-                // Consumer-owned from the first block on; the next turn reads it.
-                self.mailbox.head_block.store(next, Ordering::Relaxed);
-                self.head += ONE; // skip the marker index
-                self.mailbox.give_spare(done);
-            }
-            Some(msg)
+            let release = Release {
+                consumer: self,
+                slot,
+                offset,
+            };
+            take((*slot).msg.with_mut(|p| p.cast::<T>()));
+            drop(release);
         }
+        true
     }
-
     /// True if the next message is written and ready to pop.
     pub(crate) fn has_ready(&mut self) -> bool {
         if self.block.is_null() {
@@ -639,6 +644,40 @@ impl<T> Consumer<'_, T> {
 
     fn publish(&self) {
         self.mailbox.head.store(self.head, Ordering::Relaxed);
+    }
+}
+
+/// Releases the slot a message was just taken from (see `take_in_place`), advancing the head and
+/// recycling the block when it was its last slot; runs on unwinding too.
+struct Release<'c, 'a, T> {
+    consumer: &'c mut Consumer<'a, T>,
+    slot: *const Slot<T>,
+    offset: usize,
+}
+
+impl<T> Drop for Release<'_, '_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        let c = &mut *self.consumer;
+        // SAFETY: `slot` is in `c.block`, which is live (only this consumer recycles blocks, and
+        // it does so just below, after the message is gone).
+        unsafe {
+            (*self.slot).ready.store(0, Ordering::Relaxed);
+            c.head += ONE;
+            if self.offset + 1 == BLOCK_CAP {
+                // The producer of the last slot installed `next` before writing that slot, and
+                // we saw the write with Acquire, so `next` is set.
+                let next = (*c.block).next.load(Ordering::Acquire);
+                debug_assert!(!next.is_null());
+                let done = Box::from_raw(c.block);
+                done.next.store(ptr::null_mut(), Ordering::Relaxed);
+                c.block = next;
+                // Consumer-owned from the first block on; the next turn reads it.
+                c.mailbox.head_block.store(next, Ordering::Relaxed);
+                c.head += ONE; // skip the marker index
+                c.mailbox.give_spare(done);
+            }
+        }
     }
 }
 
