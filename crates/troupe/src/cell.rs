@@ -169,19 +169,22 @@ pub(crate) struct Private<A: Actor> {
 /// One actor. See the module note.
 #[repr(C)]
 pub(crate) struct ActorCell<A: Actor> {
-    // Fields in the order a hop touches them, so a hop touches as few cache lines as it can
-    // (a chain of 10,000 actors is memory-bound): what senders and the turn use first, the
-    // rarely used ones last.
+    // Field order is chosen for cache lines. Senders read the header, the mailbox's producer
+    // side and `bound`, which come first (with the 16 bytes of reference counts, the header and
+    // the mailbox's `tail` fill the first line). The fields senders never touch come between
+    // them and `private`, which the actor's handlers write on every message: a handler
+    // updating its own state must not share a cache line with what senders on other cores
+    // read, or a fan-in (the counting actor) pays a cache miss per message.
     header: Header,
     pub(crate) mailbox: Mailbox<Envelope<A>>,
     pub(crate) bound: Option<Box<Bound>>,
-    /// Messages handled, updated once per turn.
-    pub(crate) processed: AtomicU64,
-    pub(crate) private: UnsafeCell<Private<A>>,
     pub(crate) signals: SignalStack,
     pub(crate) parent: ParentLink,
     pub(crate) system: Arc<SystemShared>,
     pub(crate) extras: LazyBox<Extras>,
+    /// Messages handled, updated once per turn.
+    pub(crate) processed: AtomicU64,
+    pub(crate) private: UnsafeCell<Private<A>>,
 }
 
 // SAFETY: `private` is only accessed by the actor's current turn, and turns are serialised by

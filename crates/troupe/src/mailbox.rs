@@ -151,20 +151,22 @@ static LAYOUTS: [[u8; BLOCK_CAP]; 2] = {
 pub(crate) struct Closed<T>(pub(crate) T);
 
 /// A lock-free MPSC queue with an embedded "who schedules" rule. See the module note.
+#[repr(C)]
 pub(crate) struct Mailbox<T> {
-    // Written by producers.
+    // Written by producers (read on every push).
     tail: AtomicUsize,
     tail_block: AtomicPtr<Block<T>>,
-    // Written by the consumer (and once by the producer that installs the first block).
+    /// Set when a producer lost a compare-and-swap race since the last block was installed;
+    /// the next block is then laid out for contention.
+    contended: AtomicU8,
+    // Exchanged by both sides, once per block.
+    spare: AtomicPtr<Block<T>>,
+    // Written by the consumer once per turn (and once by the producer that installs the first
+    // block).
     head_block: AtomicPtr<Block<T>>,
     /// The consumer's head index, published at the end of each turn (read by the next turn,
     /// and by `len` for metrics).
     head: AtomicUsize,
-    // Exchanged by both sides.
-    spare: AtomicPtr<Block<T>>,
-    /// Set when a producer lost a compare-and-swap race since the last block was installed;
-    /// the next block is then laid out for contention.
-    contended: AtomicU8,
 }
 
 // SAFETY: messages are moved between threads, so `T: Send` is required; all shared state is
