@@ -882,6 +882,56 @@ mod tests {
         }
         assert_eq!(next, [PER; PRODUCERS]);
     }
+
+    /// Not a test: the fan-in cost of `push` (the counting actor's pattern: two producers
+    /// fill the mailbox while its owner waits, then it drains), without a scheduler. Run with
+    /// `cargo test --release -p troupe --lib measure_fan_in -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn measure_fan_in() {
+        const PRODUCERS: usize = 2;
+        const PER: usize = 3_000_000;
+        // The size of an envelope: 24 payload bytes and a function pointer.
+        type Msg = [u64; 4];
+        let mut pushes = Vec::new();
+        for _ in 0..15 {
+            let mb = Arc::new(Mailbox::<Msg>::new(true));
+            let start = std::time::Instant::now();
+            let handles: Vec<_> = (0..PRODUCERS)
+                .map(|_| {
+                    let mb = mb.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..PER {
+                            mb.push([i as u64, 0, 0, 0]).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+            let produced = start.elapsed();
+            // SAFETY: the producers are done; this thread is the only consumer.
+            let mut rx = unsafe { mb.consumer() };
+            let mut sum = 0u64;
+            while let Some(m) = rx.pop() {
+                sum += m[0];
+            }
+            let total = start.elapsed();
+            drop(rx);
+            let n = (PRODUCERS * PER) as f64;
+            assert_eq!(sum, PRODUCERS as u64 * (PER as u64 * (PER as u64 - 1) / 2));
+            pushes.push(produced.as_nanos() as f64 / n);
+            println!(
+                "push {:.1} ns/msg, drain {:.1} ns/msg, overall {:.1} M msgs/s",
+                produced.as_nanos() as f64 / n,
+                (total - produced).as_nanos() as f64 / n,
+                n / total.as_secs_f64() / 1e6
+            );
+        }
+        pushes.sort_by(f64::total_cmp);
+        println!("median push {:.1} ns/msg", pushes[pushes.len() / 2]);
+    }
 }
 
 /// Model checks: every interleaving loom explores, with blocks of two slots so block hand-over,
