@@ -283,10 +283,21 @@ pub(crate) fn start<A: Actor>(
     }
 }
 
+/// The registry shard the calling thread spawns into. Each thread keeps one (handed out round
+/// robin), so threads spawning at the same time rarely share a lock, and one thread spawning
+/// many actors fills one shard's table in order: a spawn then finds its slot, and the lock,
+/// still in cache (rotating over the shards per spawn made the slot a cache miss each time).
+fn registry_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % REGISTRY_SHARDS;
+    }
+    SHARD.with(|s| *s)
+}
+
 /// Spawns a top-level actor.
 fn spawn_root<A: Actor>(system: &Arc<SystemShared>, actor: A, options: SpawnOptions) -> Addr<A> {
-    let id_hint = system.next_id.load(Ordering::Relaxed) as usize;
-    let shard = id_hint % REGISTRY_SHARDS;
+    let shard = registry_shard();
     let cell = {
         let mut table = system.registry[shard]
             .lock()

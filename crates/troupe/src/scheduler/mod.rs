@@ -2,7 +2,7 @@
 //!
 //! A pool has one worker per thread. Each worker owns a FIFO run queue (a crossbeam-deque
 //! `Worker`, which other workers steal from), and a one-slot LIFO "next" position; the pool
-//! has a global `Injector` for actors scheduled from outside it.
+//! has a global injector (`injector.rs`) for actors scheduled from outside it.
 //!
 //! Where a newly runnable actor goes:
 //! - scheduled by an actor running on a worker of the same pool: into that worker's LIFO slot if
@@ -19,13 +19,14 @@
 
 pub(crate) mod dedicated;
 mod idle;
+mod injector;
 mod worker;
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_deque::{Injector, Stealer};
+use crossbeam_deque::Stealer;
 use crossbeam_utils::sync::Parker;
 use crossbeam_utils::CachePadded;
 
@@ -33,10 +34,14 @@ use crate::cell::{Executor, RawActor};
 use crate::error::BuildError;
 
 pub(crate) use idle::Idle;
+use injector::Injector;
 
 /// State shared by the workers of one pool and by everyone who schedules onto it.
 pub(crate) struct PoolShared {
-    injector: Injector<RawActor>,
+    /// Keeps the `Arc`'s reference counts, which every spawn and every stop of an actor on
+    /// this pool changes, off the cache line of the fields idle workers poll.
+    _counts_apart: CachePadded<()>,
+    injector: Injector,
     stealers: Box<[Stealer<RawActor>]>,
     idle: Idle,
     /// Messages an actor may handle in one turn before it yields.
@@ -104,6 +109,7 @@ impl Pool {
             .collect();
         let parkers: Vec<_> = (0..workers).map(|_| Parker::new()).collect();
         let shared = Arc::new(PoolShared {
+            _counts_apart: CachePadded::new(()),
             injector: Injector::new(),
             stealers: queues.iter().map(|q| q.stealer()).collect(),
             idle: Idle::new(&parkers),

@@ -285,13 +285,9 @@ impl WorkerLoop<'_> {
     }
 
     fn steal_injector(&self) -> Option<RawActor> {
-        loop {
-            match self.shared.injector.steal_batch_and_pop(&self.local.queue) {
-                Steal::Success(actor) => return Some(actor),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
-            }
-        }
+        self.shared
+            .injector
+            .take_batch(&self.local.queue, self.shared.stealers.len())
     }
 
     /// The injector, then other workers' queues.
