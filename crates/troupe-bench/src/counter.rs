@@ -73,6 +73,10 @@ pub fn run(
     placement: Placement,
 ) -> Result<()> {
     ensure!(producers >= 1, "counter needs at least 1 producer");
+    ensure!(
+        per.iter().all(|&k| k >= 1),
+        "counter needs at least 1 message per producer"
+    );
     let system = config.build()?;
     // With `thread` placement the counting actor has an OS thread of its own.
     let counter = system.spawn_on(Counter { total: 0 }, placement);

@@ -123,4 +123,12 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--repeat"));
+
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe-bench"))
+        .args(["counter", "--per-producer", "0", "--quick"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("at least 1 message"), "{stderr}");
 }
