@@ -9,9 +9,13 @@
 //! - A woken worker counts as searching; when a searcher finds work and it was the last
 //!   searcher, it wakes one more if work remains, so a burst of work fans out across workers.
 
-use crossbeam_utils::sync::{Parker, Unparker};
+use crossbeam_utils::sync::Parker;
 
 use crate::loom::{AtomicUsize, Mutex, Ordering};
+
+/// Wakes one parked worker. Boxed so the model checker can put its own threads' wake-ups
+/// here; it is only called on the cold path (a sleeper to wake).
+type Wake = Box<dyn Fn() + Send + Sync>;
 
 pub(crate) struct Idle {
     /// Workers registered in `sleepers` (parked, or about to park).
@@ -20,18 +24,31 @@ pub(crate) struct Idle {
     num_searching: AtomicUsize,
     /// Indices of sleeping workers, most recent last (woken first: its cache is warmest).
     sleepers: Mutex<Vec<usize>>,
-    unparkers: Box<[Unparker]>,
+    unparkers: Box<[Wake]>,
 }
 
 impl Idle {
     /// One parker per worker; `unparkers[i]` wakes worker `i`.
     pub(crate) fn new(parkers: &[Parker]) -> Self {
+        Self::with_wakes(
+            parkers
+                .iter()
+                .map(|p| {
+                    let unparker = p.unparker().clone();
+                    Box::new(move || unparker.unpark()) as Wake
+                })
+                .collect(),
+        )
+    }
+
+    /// `wakes[i]` wakes worker `i`.
+    fn with_wakes(wakes: Vec<Wake>) -> Self {
         Self {
             num_sleeping: AtomicUsize::new(0),
             // Workers start awake and searching.
-            num_searching: AtomicUsize::new(parkers.len()),
-            sleepers: Mutex::new(Vec::with_capacity(parkers.len())),
-            unparkers: parkers.iter().map(|p| p.unparker().clone()).collect(),
+            num_searching: AtomicUsize::new(wakes.len()),
+            sleepers: Mutex::new(Vec::with_capacity(wakes.len())),
+            unparkers: wakes.into_boxed_slice(),
         }
     }
 
@@ -60,7 +77,7 @@ impl Idle {
         self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
         self.num_searching.fetch_add(1, Ordering::SeqCst);
         drop(sleepers);
-        self.unparkers[index].unpark();
+        (self.unparkers[index])();
     }
 
     /// A searching worker found work. Returns true if it was the last searcher, in which case
@@ -109,16 +126,92 @@ impl Idle {
         for index in sleepers.drain(..) {
             self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
             self.num_searching.fetch_add(1, Ordering::SeqCst);
-            self.unparkers[index].unpark();
+            (self.unparkers[index])();
         }
         drop(sleepers);
-        for unparker in self.unparkers.iter() {
-            unparker.unpark();
+        for wake in self.unparkers.iter() {
+            wake();
         }
     }
 
     fn lock(&self) -> crate::loom::MutexGuard<'_, Vec<usize>> {
         // Every critical section is a push, pop or remove: a poisoned lock is still consistent.
         self.sleepers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Model check of the protocol in `README.md`: a worker that finds nothing goes through
+/// give-up, register, last look and park while a producer pushes work and notifies. If a
+/// wake-up could be lost, the worker would park for ever and loom reports the deadlock. Run
+/// with `RUSTFLAGS="--cfg troupe_loom" cargo test -p troupe --release --lib loom_`.
+#[cfg(all(test, troupe_loom))]
+mod loom_tests {
+    use super::*;
+    use crate::loom::{thread, Arc};
+
+    /// The work queue, reduced to a count (the injector's `len` plays this part).
+    struct Work(AtomicUsize);
+
+    impl Work {
+        fn take(&self) -> bool {
+            let mut n = self.0.load(Ordering::Acquire);
+            while n > 0 {
+                match self
+                    .0
+                    .compare_exchange(n, n - 1, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => return true,
+                    Err(now) => n = now,
+                }
+            }
+            false
+        }
+        fn visible(&self) -> bool {
+            self.0.load(Ordering::Acquire) > 0
+        }
+    }
+
+    /// One worker's loop until it has run `jobs` pieces of work, as `worker.rs` does it.
+    fn worker(idle: &Idle, work: &Work, jobs: usize) {
+        let mut done = 0;
+        while done < jobs {
+            if work.take() {
+                done += 1;
+                continue;
+            }
+            idle.give_up_searching();
+            idle.register_sleeper(0);
+            if !work.visible() {
+                thread::park();
+            }
+            idle.wake_up(0);
+        }
+    }
+
+    #[test]
+    fn loom_parking_loses_no_wake_up() {
+        loom::model(|| {
+            let work = Arc::new(Work(AtomicUsize::new(0)));
+            let handle: Arc<Mutex<Option<thread::Thread>>> = Arc::new(Mutex::new(None));
+            let idle = {
+                let handle = handle.clone();
+                Arc::new(Idle::with_wakes(vec![Box::new(move || {
+                    if let Some(worker) = handle.lock().unwrap().as_ref() {
+                        worker.unpark();
+                    }
+                })]))
+            };
+            let w = {
+                let (idle, work) = (idle.clone(), work.clone());
+                thread::spawn(move || worker(&idle, &work, 2))
+            };
+            *handle.lock().unwrap() = Some(w.thread().clone());
+            for _ in 0..2 {
+                // The producer side of `PoolShared::inject`: push, then notify.
+                work.0.fetch_add(1, Ordering::Release);
+                idle.notify_one();
+            }
+            w.join().unwrap();
+        });
     }
 }
