@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::addr::Addr;
 use crate::cell::{ActorCell, ParentLink};
-use crate::lifecycle::{ChildEntry, Children, Cold};
+use crate::lifecycle::{ChildEntry, Children, Cold, Phase};
 use crate::signal::Signal;
 use crate::supervisor::{Failure, StopReason, SupervisorStrategy};
 use crate::system::{ActorId, SpawnOptions, SystemShared};
@@ -146,6 +146,8 @@ pub struct Context<A: Actor> {
     pub(crate) attention: bool,
     /// Measure time spent in handlers.
     pub(crate) timed: bool,
+    /// Where the actor is in its life (kept here, beside the flags, where it costs no padding).
+    pub(crate) phase: Phase,
     /// Rarely needed state (see `lifecycle::Cold`).
     pub(crate) cold: Option<Box<Cold<A>>>,
 }
@@ -164,6 +166,7 @@ impl<A: Actor> Context<A> {
             suspended: false,
             attention: true, // `started` has yet to run
             timed: false,
+            phase: Phase::Starting,
             cold: None,
         }
     }

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! ActorCell<A> (one Arc allocation)
-//! ├── Header      run / fail fns, executor (pool or own thread), id   <- run queues hold *Header
+//! ├── Header      vtable (run, fail), executor (pool or own thread), id   <- queues hold *Header
 //! ├── Mailbox     lock-free MPSC queue of Envelope<A>, plus the IDLE/SIGNALED/CLOSED bits
 //! ├── signals     lock-free stack of control signals (stop, child failed, restart...)
 //! ├── parent      where to report when failed or stopped
@@ -71,7 +71,7 @@ impl RawActor {
     #[inline]
     pub(crate) unsafe fn run(self, budget: usize, handoff: Option<NonNull<RawEnvelope>>) -> Turn {
         // SAFETY: the header is live while the alive reference is held (caller's contract).
-        let run = unsafe { self.0.as_ref().run };
+        let run = unsafe { self.0.as_ref().vtable.run };
         // SAFETY: forwarded contract.
         unsafe { run(self, budget, handoff) }
     }
@@ -85,7 +85,7 @@ impl RawActor {
     #[cold]
     pub(crate) unsafe fn fail(self, panic: &(dyn std::any::Any + Send)) {
         // SAFETY: the header is live while the alive reference is held (caller's contract).
-        let fail = unsafe { self.0.as_ref().fail };
+        let fail = unsafe { self.0.as_ref().vtable.fail };
         // SAFETY: forwarded contract.
         unsafe { fail(self, Failure::from_panic(panic)) }
     }
@@ -135,10 +135,16 @@ pub(crate) enum Executor {
 
 /// The part of the cell the scheduler sees. Must stay the first field of `ActorCell`.
 pub(crate) struct Header {
-    run: unsafe fn(RawActor, usize, Option<NonNull<RawEnvelope>>) -> Turn,
-    fail: unsafe fn(RawActor, String),
+    vtable: &'static VTable,
     pub(crate) executor: Executor,
     pub(crate) id: ActorId,
+}
+
+/// The functions that know the actor's type, one static table per actor type (one pointer
+/// in every cell rather than one per function).
+struct VTable {
+    run: unsafe fn(RawActor, usize, Option<NonNull<RawEnvelope>>) -> Turn,
+    fail: unsafe fn(RawActor, String),
 }
 
 /// What an actor reports to when it fails or stops.
@@ -163,7 +169,6 @@ pub(crate) trait ErasedCell: Send + Sync {
 pub(crate) struct Private<A: Actor> {
     pub(crate) actor: Option<A>,
     pub(crate) ctx: Context<A>,
-    pub(crate) phase: Phase,
 }
 
 /// One actor. See the module note.
@@ -207,11 +212,15 @@ pub(crate) struct CellParts<A: Actor> {
 }
 
 impl<A: Actor> ActorCell<A> {
+    const VTABLE: VTable = VTable {
+        run: run::<A>,
+        fail: fail::<A>,
+    };
+
     pub(crate) fn new(parts: CellParts<A>) -> Self {
         Self {
             header: Header {
-                run: run::<A>,
-                fail: fail::<A>,
+                vtable: &Self::VTABLE,
                 executor: parts.executor,
                 id: parts.id,
             },
@@ -235,7 +244,6 @@ impl<A: Actor> ActorCell<A> {
                     }
                     ctx
                 },
-                phase: Phase::Starting,
             }),
         }
     }
@@ -454,12 +462,12 @@ fn turn<A: Actor>(
             if let Some(end) = lifecycle::change_phase(cell, private, &mut rx, handled) {
                 break end;
             }
-            if private.ctx.attention && private.phase == Phase::Running {
+            if private.ctx.attention && private.ctx.phase == Phase::Running {
                 continue; // e.g. a parked message's handler stopped the actor
             }
         }
 
-        if private.phase == Phase::Running {
+        if private.ctx.phase == Phase::Running {
             let batch = if private.ctx.timed {
                 let started = std::time::Instant::now();
                 let batch = run_messages(cell, private, &mut rx, budget, handled, &mut handoff);
@@ -478,7 +486,7 @@ fn turn<A: Actor>(
             }
         }
 
-        let idle = if private.phase.holds_messages() {
+        let idle = if private.ctx.phase.holds_messages() {
             // A suspended actor keeps its messages and waits for a signal.
             rx.try_idle_keeping_messages()
         } else {
@@ -489,7 +497,7 @@ fn turn<A: Actor>(
         }
         // Something arrived since we last looked. A signal or a ready message: go round at once.
         // A producer still writing its slot: wait a moment, then yield rather than spin.
-        if private.phase == Phase::Running && !rx.is_drained() && !rx.has_ready() {
+        if private.ctx.phase == Phase::Running && !rx.is_drained() && !rx.has_ready() {
             backoff.snooze();
             if backoff.is_completed() {
                 break Turn::Yield;

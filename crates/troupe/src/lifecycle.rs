@@ -104,7 +104,7 @@ pub(crate) fn record_failure<A: Actor>(
     private: &mut Private<A>,
     failure: Failure,
 ) {
-    if private.phase == Phase::Stopping {
+    if private.ctx.phase == Phase::Stopping {
         return; // already on its way out; hooks are guarded one by one
     }
     tracing::warn!(actor = %cell.id(), %failure, "actor failed");
@@ -138,8 +138,8 @@ pub(crate) fn read_signals<A: Actor>(cell: &ActorCell<A>, private: &mut Private<
                 // phase is then still Running): `suspended` is what counts.
                 if private.ctx.suspended {
                     private.ctx.suspended = false;
-                    if private.phase == Phase::Awaiting {
-                        private.phase = Phase::Running;
+                    if private.ctx.phase == Phase::Awaiting {
+                        private.ctx.phase = Phase::Running;
                     }
                     let resume = private.ctx.cold.as_mut().and_then(|c| c.resume.take());
                     if let (Some(resume), Some(actor)) = (resume, private.actor.as_mut()) {
@@ -159,21 +159,22 @@ pub(crate) fn change_phase<A: Actor>(
     rx: &mut Consumer<'_, Envelope<A>>,
     handled: &mut usize,
 ) -> Option<Turn> {
-    if private.phase == Phase::Starting {
-        private.phase = Phase::Running;
+    if private.ctx.phase == Phase::Starting {
+        private.ctx.phase = Phase::Running;
         tracing::debug!(actor = %cell.id(), "actor started");
         if let Some(actor) = private.actor.as_mut() {
             actor.started(&mut private.ctx);
         }
     }
-    if private.ctx.failure().is_some() && matches!(private.phase, Phase::Running | Phase::Awaiting)
+    if private.ctx.failure().is_some()
+        && matches!(private.ctx.phase, Phase::Running | Phase::Awaiting)
     {
         report_failure(cell, private);
     }
-    if private.ctx.suspended && private.phase == Phase::Running {
-        private.phase = Phase::Awaiting;
+    if private.ctx.suspended && private.ctx.phase == Phase::Running {
+        private.ctx.phase = Phase::Awaiting;
     }
-    if private.ctx.stop_requested && private.phase != Phase::Stopping {
+    if private.ctx.stop_requested && private.ctx.phase != Phase::Stopping {
         let self_stop = !private.ctx.stop_external;
         let exits_to_supervisor = self_stop
             && private
@@ -182,7 +183,7 @@ pub(crate) fn change_phase<A: Actor>(
                 .as_ref()
                 .is_some_and(|c| c.restart == Restart::Permanent && c.factory.is_some())
             && matches!(cell.parent, ParentLink::Actor { .. })
-            && private.phase == Phase::Running;
+            && private.ctx.phase == Phase::Running;
         if exits_to_supervisor {
             // A permanent child that stops itself is restarted by its supervisor (Erlang's
             // "permanent" child type): report the exit and wait, like a failure.
@@ -193,12 +194,12 @@ pub(crate) fn change_phase<A: Actor>(
                     failure: None,
                 });
             }
-            private.phase = Phase::Suspended;
+            private.ctx.phase = Phase::Suspended;
         } else {
             begin_stop(cell, private, rx);
         }
     }
-    if private.phase == Phase::Stopping && private.ctx.children_count() == 0 {
+    if private.ctx.phase == Phase::Stopping && private.ctx.children_count() == 0 {
         if let Some(actor) = private.actor.as_mut() {
             guarded(|| actor.stopped(&mut private.ctx));
         }
@@ -206,7 +207,7 @@ pub(crate) fn change_phase<A: Actor>(
         return Some(Turn::Stopped);
     }
     // A message handed off while the actor could not take it goes first, ahead of the mailbox.
-    if private.phase == Phase::Running
+    if private.ctx.phase == Phase::Running
         && !private.ctx.stop_requested
         && !private.ctx.suspended
         && private.ctx.failure().is_none()
@@ -219,7 +220,7 @@ pub(crate) fn change_phase<A: Actor>(
             }
         }
     }
-    private.ctx.attention = private.phase != Phase::Running
+    private.ctx.attention = private.ctx.phase != Phase::Running
         || private.ctx.stop_requested
         || private.ctx.suspended
         || private
@@ -240,7 +241,7 @@ fn report_failure<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>) {
                 key: *key,
                 failure: Some(failure),
             });
-            private.phase = Phase::Suspended;
+            private.ctx.phase = Phase::Suspended;
         }
         ParentLink::Root { .. } => {
             private.ctx.stop_requested = true;
@@ -254,7 +255,7 @@ fn begin_stop<A: Actor>(
     private: &mut Private<A>,
     rx: &mut Consumer<'_, Envelope<A>>,
 ) {
-    private.phase = Phase::Stopping;
+    private.ctx.phase = Phase::Stopping;
     if let Some(cold) = private.ctx.cold.as_mut() {
         cold.parked = None; // dropped like the queued messages
         cold.resume = None;
@@ -292,7 +293,7 @@ fn supervise<A: Actor>(
         return; // stopped meanwhile
     };
     let restartable = entry.restartable
-        && private.phase != Phase::Stopping
+        && private.ctx.phase != Phase::Stopping
         && match entry.restart {
             Restart::Permanent => true,
             Restart::Transient => failure.is_some(),
@@ -368,7 +369,7 @@ fn supervise<A: Actor>(
 
 /// Rebuilds this actor from its factory, in place: same cell, same address, same mailbox.
 fn restart<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, reason: Option<Failure>) {
-    if private.phase == Phase::Stopping {
+    if private.ctx.phase == Phase::Stopping {
         return;
     }
     // (An actor restarted before its first turn is simply built anew: the first instance never
@@ -393,7 +394,7 @@ fn restart<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, reason: Opti
     match catch_unwind(AssertUnwindSafe(factory)) {
         Ok(fresh) => {
             private.ctx.cold_mut().failure = None;
-            private.phase = Phase::Running;
+            private.ctx.phase = Phase::Running;
             cell.extras
                 .get_or_init()
                 .restarts
@@ -404,7 +405,7 @@ fn restart<A: Actor>(cell: &ActorCell<A>, private: &mut Private<A>, reason: Opti
             actor.restarted(&mut private.ctx, reason.as_ref());
         }
         Err(panic) => {
-            private.phase = Phase::Running; // reported (and suspended) by `change_phase`
+            private.ctx.phase = Phase::Running; // reported (and suspended) by `change_phase`
             private.ctx.cold_mut().failure =
                 Some(Failure::FactoryPanicked(Failure::from_panic(&*panic)));
         }
