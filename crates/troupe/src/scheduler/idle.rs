@@ -24,11 +24,11 @@ pub(crate) struct Idle {
     num_searching: AtomicUsize,
     /// Indices of sleeping workers, most recent last (woken first: its cache is warmest).
     sleepers: Mutex<Vec<usize>>,
-    unparkers: Box<[Wake]>,
+    wakes: Box<[Wake]>,
 }
 
 impl Idle {
-    /// One parker per worker; `unparkers[i]` wakes worker `i`.
+    /// One parker per worker; worker `i` is woken through `parkers[i]`.
     pub(crate) fn new(parkers: &[Parker]) -> Self {
         Self::with_wakes(
             parkers
@@ -48,7 +48,7 @@ impl Idle {
             // Workers start awake and searching.
             num_searching: AtomicUsize::new(wakes.len()),
             sleepers: Mutex::new(Vec::with_capacity(wakes.len())),
-            unparkers: wakes.into_boxed_slice(),
+            wakes: wakes.into_boxed_slice(),
         }
     }
 
@@ -77,7 +77,7 @@ impl Idle {
         self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
         self.num_searching.fetch_add(1, Ordering::SeqCst);
         drop(sleepers);
-        (self.unparkers[index])();
+        (self.wakes[index])();
     }
 
     /// A searching worker found work. Returns true if it was the last searcher, in which case
@@ -126,10 +126,10 @@ impl Idle {
         for index in sleepers.drain(..) {
             self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
             self.num_searching.fetch_add(1, Ordering::SeqCst);
-            (self.unparkers[index])();
+            (self.wakes[index])();
         }
         drop(sleepers);
-        for wake in self.unparkers.iter() {
+        for wake in self.wakes.iter() {
             wake();
         }
     }
