@@ -2,12 +2,31 @@
 //! from the logs.
 //!
 //! # Start-up
-//! For each engine pair, both logs are opened (a damaged tail is cut and reported, see
-//! `log.rs`). Because the standby receives orders in the primary's order, each log holds a
-//! prefix of one and the same sequence; a crash can leave one log longer than the other. The
-//! shorter one is brought up to the longer (the missing records are appended and synced), so
-//! both engines replay the same orders and start with equal states. Logs whose common prefix
-//! differs cannot come from one pair: start-up refuses them ([`StartError::Diverged`]).
+//! For each engine pair, both logs are first read without changing them ([`Journal::scan`]).
+//! Because the standby receives orders in the primary's order, each log holds a prefix of one
+//! and the same sequence; a crash can leave one log longer than the other, and a torn tail on
+//! either (see `log.rs` for torn tails and mid-file damage).
+//!
+//! 1. The pair's history is rebuilt from both logs: sequence number by sequence number, the
+//!    record is taken from whichever log holds a valid one, up to the first number neither
+//!    holds. A record both logs hold must be the same in both, or they do not come from one
+//!    pair: start-up refuses them ([`StartError::Diverged`]). So a record damaged in one log
+//!    is taken from the other: an acknowledged order is in both logs (the primary acknowledges
+//!    only once its standby's watermark covers the order; in one-way style the client waits
+//!    for both engines), and it is lost only if both logs lost it. Records after a number
+//!    neither log holds cannot be replayed consistently and are not kept (counted in the
+//!    report).
+//! 2. Mid-file damage in either log stops the start with [`StartError::Damaged`], which says
+//!    what salvage would keep and drop, before anything is written to either log; unless
+//!    [`ExchangeConfig::recovery`] is [`Recovery::Salvage`].
+//! 3. Each log is brought to the history: a torn tail is cut, a shorter log is caught up (the
+//!    missing records appended and synced), a log with mid-file damage is rebuilt (the
+//!    damaged file kept as `<log>.damaged`). Both engines replay the same history and start
+//!    with equal states.
+//!
+//! With [`ExchangeConfig::read_only`] none of step 3 is written: the logs are only scanned,
+//! the engines replay the history in memory and run without a log; the report says what a
+//! start for writing would do. `troupe-trading inspect` starts the exchange so.
 //!
 //! Then the actors are spawned: each standby, then its primary (which knows its standby), then
 //! the receivers (which know every primary). In fsync mode engines run on threads of their
@@ -17,14 +36,15 @@
 //! [`Exchange::shutdown`] stops the receivers, then the engines; an engine flushes its log to
 //! disk as it stops.
 
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use troupe::{Addr, AskError, Placement, System};
 
 use crate::engine::{Engine, EngineState, GetAcceptedKeys, GetState, SetPrimary, Style, SyncLog};
-use crate::log::{Journal, LogError, LogMode, TailCut};
+use crate::log::{Journal, LogEnd, LogError, LogMode, LogScan, Recovery, Salvaged, TailCut};
 use crate::market::Market;
 use crate::order::{ClientId, NewOrder, Order, OrderKey, RejectReason, Role};
 use crate::receiver::{Receiver, Submit};
@@ -46,6 +66,12 @@ pub struct ExchangeConfig {
     pub log_dir: Option<PathBuf>,
     /// Most sessions that may connect.
     pub max_sessions: usize,
+    /// What to do with a log that has mid-file damage: refuse to start (the default), or
+    /// salvage it (see the module note).
+    pub recovery: Recovery,
+    /// Only read the logs: nothing is cut, caught up, rebuilt or appended, and the engines run
+    /// without a log. For inspecting logs.
+    pub read_only: bool,
 }
 
 impl ExchangeConfig {
@@ -58,6 +84,8 @@ impl ExchangeConfig {
             log: LogMode::None,
             log_dir: None,
             max_sessions: 1024,
+            recovery: Recovery::Strict,
+            read_only: false,
         }
     }
 }
@@ -74,6 +102,24 @@ pub enum StartError {
     /// A log could not be opened or repaired.
     #[error(transparent)]
     Log(#[from] LogError),
+    /// A log of the pair has mid-file damage and salvage was not asked for. Nothing was
+    /// written to either log.
+    #[error(
+        "{log}\npair {pair}: its two logs together hold sequence 1 to {salvage_keeps} \
+         without a gap; salvage would rebuild both logs with those records{}",
+        dropped_note(*.salvage_drops)
+    )]
+    Damaged {
+        /// The pair.
+        pair: usize,
+        /// The refusal of the (first) damaged log: file, offset, sequence, valid records after.
+        log: LogError,
+        /// Records salvage would keep in both logs (the pair's history).
+        salvage_keeps: u64,
+        /// Sequence numbers after the history that some log holds a valid record for, which
+        /// salvage would not keep (they follow a number neither log holds).
+        salvage_drops: u64,
+    },
     /// The two logs of a pair disagree before either ends: they are not one pair's logs.
     #[error("the logs of pair {pair} differ at sequence {seq}; they do not belong together")]
     Diverged {
@@ -96,19 +142,38 @@ pub enum StartError {
     },
 }
 
-/// What start-up found in one engine's log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+fn dropped_note(drops: u64) -> String {
+    if drops == 0 {
+        ", and drop no valid record".to_owned()
+    } else {
+        format!(
+            "; the valid records of {drops} later sequence numbers would be dropped (they \
+             follow a number neither log holds; the damaged files are kept as .damaged copies)"
+        )
+    }
+}
+
+/// What start-up found in one engine's log, and did to it (in a read-only start: would do).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecovery {
     /// The pair.
     pub pair: usize,
     /// Which engine.
     pub role: Role,
-    /// Good records found in this engine's own log.
+    /// The log file.
+    pub path: PathBuf,
+    /// Good records at the start of this engine's own log (before any damage).
     pub records: u64,
-    /// Records copied from the other engine's log to catch up.
+    /// Records taken from the other engine's log: to catch up, or to fill a gap left by
+    /// damage.
     pub copied_from_peer: u64,
-    /// The damaged tail cut off, if any.
+    /// Records the engine replayed: the pair's history (its log holds them now, except in a
+    /// read-only start).
+    pub replayed: u64,
+    /// The torn tail cut off (read-only: found and left), if any.
     pub cut: Option<TailCut>,
+    /// The mid-file damage salvaged (read-only: what salvage would do), if any.
+    pub salvaged: Option<Salvaged>,
 }
 
 /// The state of both engines of one pair.
@@ -175,7 +240,13 @@ impl Exchange {
         }
         let market = Arc::new(config.market.clone());
         let sessions = Arc::new(Sessions::new(config.max_sessions));
-        let placement = match config.log {
+        // A read-only exchange replays its logs but runs without one.
+        let engine_log = if config.read_only {
+            LogMode::None
+        } else {
+            config.log
+        };
+        let placement = match engine_log {
             LogMode::Fsync => Placement::Thread,
             LogMode::None | LogMode::Buffered => Placement::Pool,
         };
@@ -189,14 +260,14 @@ impl Exchange {
         let mut pairs = Vec::new();
         for (primary, standby) in shards {
             let standby = system.spawn_on(
-                Engine::new(standby, config.style, config.log, sessions.clone(), None),
+                Engine::new(standby, config.style, engine_log, sessions.clone(), None),
                 placement,
             );
             let primary = system.spawn_on(
                 Engine::new(
                     primary,
                     config.style,
-                    config.log,
+                    engine_log,
                     sessions.clone(),
                     Some(standby.clone()),
                 ),
@@ -325,6 +396,7 @@ impl Exchange {
 type PairOpen = (Shard, Shard, Vec<LogRecovery>);
 
 /// Opens, repairs and reconciles the two logs of a pair, and replays them into two shards.
+/// See the module note.
 fn open_pair(
     market: &Market,
     pair: usize,
@@ -339,48 +411,52 @@ fn open_pair(
         .log_dir
         .as_deref()
         .ok_or(StartError::NoLogDir(config.log.name()))?;
-    let mut p = Journal::open(dir, pair, Role::Primary, config.log)?;
-    let mut s = Journal::open(dir, pair, Role::Standby, config.log)?;
-    let common = p.orders.len().min(s.orders.len());
-    if let Some(i) = (0..common).find(|&i| p.orders[i] != s.orders[i]) {
-        return Err(StartError::Diverged {
-            pair,
-            seq: i as u64 + 1,
-        });
-    }
-    let mut report = vec![
-        LogRecovery {
-            pair,
-            role: Role::Primary,
-            records: p.orders.len() as u64,
-            copied_from_peer: 0,
-            cut: p.cut,
-        },
-        LogRecovery {
-            pair,
-            role: Role::Standby,
-            records: s.orders.len() as u64,
-            copied_from_peer: 0,
-            cut: s.cut,
-        },
+    // Read both before writing either: a refusal leaves both logs as they were.
+    let scans = [
+        Journal::scan(dir, pair, Role::Primary)?,
+        Journal::scan(dir, pair, Role::Standby)?,
     ];
-    // Bring the shorter log up to the longer one.
-    let (longer, shorter, short_index) = if p.orders.len() >= s.orders.len() {
-        (&mut p, &mut s, 1)
-    } else {
-        (&mut s, &mut p, 0)
-    };
-    let missing = &longer.orders[common..];
-    if !missing.is_empty() {
-        for order in missing {
-            shorter.journal.append(order);
+    let (history, drops) = pair_history(pair, &scans)?;
+    if config.recovery == Recovery::Strict {
+        if let Some(log) = scans.iter().find_map(LogScan::refusal) {
+            return Err(StartError::Damaged {
+                pair,
+                log,
+                salvage_keeps: history.len() as u64,
+                salvage_drops: drops,
+            });
         }
-        shorter.journal.sync()?;
-        report[short_index].copied_from_peer = missing.len() as u64;
     }
-    let orders: &[Order] = &longer.orders;
+
+    let mut report = Vec::new();
+    let mut journals = Vec::new();
+    for (scan, role) in scans.iter().zip([Role::Primary, Role::Standby]) {
+        let records = scan.orders.len() as u64;
+        let mut recovery = LogRecovery {
+            pair,
+            role,
+            path: scan.path.clone(),
+            records,
+            copied_from_peer: 0,
+            replayed: history.len() as u64,
+            cut: match scan.end {
+                LogEnd::TornTail(cut) => Some(cut),
+                _ => None,
+            },
+            salvaged: scan.salvage_report(&history, None),
+        };
+        if !config.read_only {
+            let (journal, salvaged) = bring_to(dir, pair, role, config.log, scan, &history)?;
+            journals.push(journal);
+            recovery.salvaged = salvaged;
+        }
+        let kept_after = recovery.salvaged.as_ref().map_or(0, |s| s.kept_after);
+        recovery.copied_from_peer = history.len() as u64 - records - kept_after;
+        report.push(recovery);
+    }
+
     for (shard, role) in [(&mut primary, Role::Primary), (&mut standby, Role::Standby)] {
-        for (i, order) in orders.iter().enumerate() {
+        for (i, order) in history.iter().enumerate() {
             let replayed = market.recheck(order).and_then(|()| shard.replay(order));
             if let Err(reason) = replayed {
                 return Err(StartError::Replay {
@@ -392,7 +468,103 @@ fn open_pair(
             }
         }
     }
-    primary.attach(p.journal);
-    standby.attach(s.journal);
+    let mut journals = journals.into_iter();
+    if let (Some(p), Some(s)) = (journals.next(), journals.next()) {
+        primary.attach(p);
+        standby.attach(s);
+    }
     Ok((primary, standby, report))
+}
+
+/// The records one log holds, by sequence number: its good records, then (after mid-file
+/// damage) the valid records whose sequence numbers rise.
+struct Held<'a> {
+    good: &'a [Order],
+    later: BTreeMap<u64, Order>,
+}
+
+impl<'a> Held<'a> {
+    fn new(scan: &'a LogScan) -> Self {
+        Held {
+            good: &scan.orders,
+            later: scan.usable_later().map(|r| (r.seq, r.order)).collect(),
+        }
+    }
+
+    fn get(&self, seq: u64) -> Option<Order> {
+        match seq.checked_sub(1).and_then(|i| self.good.get(i as usize)) {
+            Some(order) => Some(*order),
+            None => self.later.get(&seq).copied(),
+        }
+    }
+
+    /// Every sequence number held, rising.
+    fn seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        (1..=self.good.len() as u64).chain(self.later.keys().copied())
+    }
+}
+
+/// The pair's history from its two logs (each record from whichever log holds it, up to the
+/// first sequence number neither holds), and how many later sequence numbers some log holds
+/// that the history cannot keep.
+fn pair_history(pair: usize, scans: &[LogScan; 2]) -> Result<(Vec<Order>, u64), StartError> {
+    let [p, s] = [Held::new(&scans[0]), Held::new(&scans[1])];
+    for seq in p.seqs() {
+        if let (Some(a), Some(b)) = (p.get(seq), s.get(seq)) {
+            if a != b {
+                return Err(StartError::Diverged { pair, seq });
+            }
+        }
+    }
+    let mut history = Vec::with_capacity(p.good.len().max(s.good.len()));
+    while let Some(order) = {
+        let seq = history.len() as u64 + 1;
+        p.get(seq).or_else(|| s.get(seq))
+    } {
+        history.push(order);
+    }
+    let end = history.len() as u64;
+    let drops = p
+        .seqs()
+        .chain(s.seqs())
+        .filter(|&seq| seq > end)
+        .collect::<BTreeSet<u64>>()
+        .len() as u64;
+    Ok((history, drops))
+}
+
+/// Opens one log for writing and makes it hold exactly `history`: cuts a torn tail and
+/// appends what it lacks, or rebuilds it if it has mid-file damage.
+fn bring_to(
+    dir: &Path,
+    pair: usize,
+    role: Role,
+    mode: LogMode,
+    scan: &LogScan,
+    history: &[Order],
+) -> Result<(Journal, Option<Salvaged>), StartError> {
+    if let LogEnd::MidFile(_) = scan.end {
+        let r = Journal::rebuild(dir, pair, role, mode, scan, history)?;
+        return Ok((r.journal, r.salvaged));
+    }
+    let mut r = Journal::open(dir, pair, role, mode)?;
+    if !history.starts_with(&r.orders) {
+        // The file changed since it was scanned.
+        let seq = r
+            .orders
+            .iter()
+            .zip(history)
+            .take_while(|(a, b)| a == b)
+            .count() as u64
+            + 1;
+        return Err(StartError::Diverged { pair, seq });
+    }
+    let missing = &history[r.orders.len()..];
+    if !missing.is_empty() {
+        for order in missing {
+            r.journal.append(order);
+        }
+        r.journal.sync()?;
+    }
+    Ok((r.journal, None))
 }

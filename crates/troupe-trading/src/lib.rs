@@ -8,7 +8,8 @@
 //! in primary/standby pairs: the primary forwards every order to its standby, both match it
 //! with the same deterministic price-time priority ([`OrderBook`]) and write it to their own
 //! transaction log ([`Journal`]), and the client is acknowledged once both are done. On start
-//! an [`Exchange`] replays its logs, cutting any torn or corrupt tail.
+//! an [`Exchange`] replays its logs, cutting a torn tail; damage with valid records after it
+//! stops the start unless salvage was asked for ([`Recovery`]).
 //!
 //! ```
 //! use std::time::Duration;
@@ -58,7 +59,8 @@ pub use client::{BlockingClient, Confirmation, OrderError};
 pub use engine::{Engine, EngineState, Style};
 pub use exchange::{Exchange, ExchangeConfig, LogRecovery, PairState, StartError, Stopped};
 pub use log::{
-    fsync_probe, Journal, LogError, LogMode, Recovered, TailCut, TailDamage, RECORD_BYTES,
+    fsync_probe, Journal, LaterRecord, LogEnd, LogError, LogMode, LogScan, MidDamage, Recovered,
+    Recovery, Salvaged, TailCut, TailDamage, RECORD_BYTES,
 };
 pub use market::{Instrument, Market, MarketError};
 pub use order::{

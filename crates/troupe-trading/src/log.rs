@@ -26,12 +26,48 @@
 //! length field followed by nothing but zeros as the clean end, and trims it.
 //!
 //! # Recovery
-//! [`Journal::open`] reads the file from the start and stops at the first record that is
-//! incomplete (torn write), fails its checksum, has an impossible length or content, or breaks
-//! the sequence. Everything before it is kept; the damaged tail is reported in a
-//! [`TailCut`] and cut off the file (truncate, then fsync) so new records follow the last good
-//! one. A damaged tail is never applied. A file that is not a log at all is refused with
-//! [`LogError::NotALog`] and left untouched.
+//! Reading a log back ([`Journal::scan`], which only reads, or [`Journal::open_with`]) takes
+//! records from the start while they are whole, pass their checksum, hold possible values and
+//! carry the next sequence number. The first record that does not is *damage*, and what comes
+//! after it decides what kind:
+//!
+//! - **Nothing valid follows** (the file ends inside a record, or in bytes that hold no valid
+//!   record): a *torn tail*, what a crash in the middle of a write leaves. Opening the log for
+//!   writing reports it ([`TailCut`]) and cuts it off (truncate, then fsync), so that new
+//!   records follow the last good one; a torn tail is never applied. A buffered log's trailing
+//!   zeros (mapped space never used) are its clean end, not damage: trimmed, not reported.
+//! - **Valid records follow**: *mid-file damage* (a flipped bit, a bad sector, a stray write,
+//!   bytes put in or taken out). Records are fixed size ([`RECORD_BYTES`]), but the reader
+//!   does not count on the damage keeping them aligned: it looks for further valid records at
+//!   every byte offset after the damage (a length field of exactly one record's payload, a
+//!   matching CRC and possible values; a chance match is about one in 2^64). Cutting the file
+//!   there would destroy orders that were acknowledged, so opening refuses with
+//!   [`LogError::MidFileDamage`], which names the file, the byte offset, the sequence number
+//!   due there and how many valid records follow, and writes nothing.
+//!
+//! # Salvage: keep only what is contiguous
+//! [`Recovery::Salvage`] is the explicit, knowing choice to go on with a log that has mid-file
+//! damage. It rebuilds the log from its good records, and keeps the valid records after the
+//! damage only while their sequence numbers carry on without a gap: that is the case when the
+//! damage is bytes put in and no record was lost. From the first sequence number the file no
+//! longer holds, every record is dropped, and counted in the report ([`Salvaged`]).
+//!
+//! Why a record after a gap is not kept: an order log is not a set of independent facts. Each
+//! order was matched against the books every earlier order left; replaying order 102 without
+//! order 101 builds books that never existed and trades no client was told about, and a
+//! primary and standby that agree on a wrong state. So salvage of one log alone means "cut at
+//! the first missing record, knowingly". Only the other log of the pair can fill such a gap:
+//! the exchange salvages a pair's two logs together (see `exchange.rs`), taking each record
+//! one log lacks from the other; what neither log holds is lost from there on, and reported.
+//!
+//! Salvage never destroys the damaged bytes: the rebuilt log is written to a new file, synced,
+//! and renamed over the old one, which stays beside it as `<log>.damaged` (a hard link, or a
+//! copy where the file system has none; `.damaged.2` and so on if that name is taken). A crash
+//! during salvage leaves either the damaged log or the rebuilt one in place, never neither.
+//!
+//! A file that is not a log at all is refused with [`LogError::NotALog`] and left untouched.
+//! [`Journal::scan`] opens the file read-only and never changes it (no truncate, no sync, no
+//! mapping, no file created): `troupe-trading inspect` reads logs with it.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -113,6 +149,30 @@ pub enum LogError {
         /// The version in the file.
         found: u16,
     },
+    /// Valid records follow damage in the middle of the file: cutting it there would lose
+    /// them. Nothing was written to the file.
+    #[error(
+        "log {path} is damaged at byte {offset}, in the record due to hold sequence {seq} \
+         ({damage}), and {valid_after} valid records follow the damage (the first with \
+         sequence {first_valid_seq}); cutting the log there would lose them, so it was left \
+         untouched. `troupe-trading inspect` shows what each log holds; `--salvage` \
+         (Recovery::Salvage) rebuilds the log from its own valid records and its peer's, \
+         keeping the damaged file as {path}.damaged"
+    )]
+    MidFileDamage {
+        /// The file.
+        path: PathBuf,
+        /// File offset of the first damaged record.
+        offset: u64,
+        /// The sequence number due there.
+        seq: u64,
+        /// What is wrong with the record there.
+        damage: TailDamage,
+        /// Valid records found after the damage.
+        valid_after: u64,
+        /// The sequence number of the first of them.
+        first_valid_seq: u64,
+    },
     /// The file belongs to another engine (pair or role differ).
     #[error("{path} belongs to pair {found_pair} {found_role}, expected pair {pair} {role}")]
     WrongEngine {
@@ -129,7 +189,8 @@ pub enum LogError {
     },
 }
 
-/// Why recovery stopped reading before the end of the file.
+/// What is wrong with the first record recovery could not take (at the tail or in the middle
+/// of the file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TailDamage {
     /// The file ends inside a record (a write was torn by a crash).
@@ -162,15 +223,168 @@ pub enum TailDamage {
     TornHeader,
 }
 
-/// A damaged tail that recovery cut off.
+/// A damaged tail (no valid record after the damage). Opening the log for writing cuts it off;
+/// a read-only [`Journal::scan`] only reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TailCut {
-    /// File offset of the first damaged byte; the file now ends here.
+    /// File offset of the first damaged byte; once cut, the file ends here.
     pub offset: u64,
-    /// Bytes removed.
+    /// Bytes from there to the end of the file (removed by the cut).
     pub dropped_bytes: u64,
     /// What was wrong.
     pub damage: TailDamage,
+}
+
+/// Damage in the middle of a log: valid records follow it. See the module note.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MidDamage {
+    /// File offset of the first damaged record (the end of the good records before it).
+    pub offset: u64,
+    /// The sequence number due there (one more than the good records before it).
+    pub seq: u64,
+    /// What is wrong with the record there.
+    pub damage: TailDamage,
+    /// Valid records found after the damage, wherever they are.
+    pub valid_after: u64,
+    /// File offset of the first of them.
+    pub first_valid_offset: u64,
+    /// Its sequence number (`seq` if no record was lost, higher if some were).
+    pub first_valid_seq: u64,
+}
+
+/// A valid record found after mid-file damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaterRecord {
+    /// Its file offset.
+    pub offset: u64,
+    /// Its sequence number.
+    pub seq: u64,
+    /// The order.
+    pub order: Order,
+}
+
+/// How the records of a log file end, as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEnd {
+    /// The last good record ends the file (or there is no file, or no record).
+    Clean,
+    /// Zeros after the last record: a buffered log's unused mapped space. Not damage; trimmed
+    /// when the log is opened for writing.
+    Spare {
+        /// Bytes of zeros.
+        bytes: u64,
+    },
+    /// A torn or damaged tail with nothing valid after it: cut when the log is opened for
+    /// writing.
+    TornTail(TailCut),
+    /// Damage with valid records after it: opening refuses ([`LogError::MidFileDamage`])
+    /// unless salvaging.
+    MidFile(MidDamage),
+}
+
+/// What [`Journal::scan`] read from a log file, which it did not change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogScan {
+    /// The file.
+    pub path: PathBuf,
+    /// False if there is no such file (nothing was created).
+    pub exists: bool,
+    /// The file's length.
+    pub file_bytes: u64,
+    /// The good records from the start, in sequence order (record `i` has sequence `i + 1`).
+    pub orders: Vec<Order>,
+    /// How they end.
+    pub end: LogEnd,
+    /// With mid-file damage: every valid record found after it, in file order.
+    pub later: Vec<LaterRecord>,
+}
+
+impl LogScan {
+    /// The error opening refuses this log with, if it has mid-file damage.
+    pub fn refusal(&self) -> Option<LogError> {
+        let LogEnd::MidFile(d) = self.end else {
+            return None;
+        };
+        Some(LogError::MidFileDamage {
+            path: self.path.clone(),
+            offset: d.offset,
+            seq: d.seq,
+            damage: d.damage,
+            valid_after: d.valid_after,
+            first_valid_seq: d.first_valid_seq,
+        })
+    }
+
+    /// The records of this log that salvage keeps on its own: the good records, then the valid
+    /// records after the damage as long as their sequence numbers carry on without a gap.
+    pub fn contiguous(&self) -> Vec<Order> {
+        let mut history = self.orders.clone();
+        for r in &self.later {
+            if r.seq != history.len() as u64 + 1 {
+                break;
+            }
+            history.push(r.order);
+        }
+        history
+    }
+
+    /// What salvage does to this log when it is rebuilt to hold `history` (`None` if it has
+    /// no mid-file damage). `backup` is where the damaged bytes went (`None` in a dry run).
+    pub fn salvage_report(&self, history: &[Order], backup: Option<PathBuf>) -> Option<Salvaged> {
+        let LogEnd::MidFile(damage) = self.end else {
+            return None;
+        };
+        let good = self.orders.len() as u64;
+        let kept_after = self
+            .later
+            .iter()
+            .filter(|r| r.seq > good && history.get(r.seq as usize - 1) == Some(&r.order))
+            .count() as u64;
+        Some(Salvaged {
+            damage,
+            kept_after,
+            dropped: damage.valid_after - kept_after,
+            backup,
+        })
+    }
+
+    /// The valid records after the damage whose sequence numbers rise, in file order: the
+    /// records this log can offer a salvage (a record that goes back in sequence, and all
+    /// after it, are not trusted).
+    pub fn usable_later(&self) -> impl Iterator<Item = &LaterRecord> {
+        let mut last = self.orders.len() as u64;
+        self.later.iter().take_while(move |r| {
+            let rises = r.seq > last;
+            last = r.seq;
+            rises
+        })
+    }
+}
+
+/// How [`Journal::open_with`] treats mid-file damage (damage that valid records follow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recovery {
+    /// Refuse with [`LogError::MidFileDamage`] and write nothing. A torn tail is still cut.
+    #[default]
+    Strict,
+    /// Rebuild the log from its good records and the valid records after the damage whose
+    /// sequence numbers carry on without a gap; drop the rest, keep the damaged file as
+    /// `<log>.damaged`, and report it all in [`Salvaged`]. See the module note.
+    Salvage,
+}
+
+/// What salvaging a log with mid-file damage did (or, in a dry run, would do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Salvaged {
+    /// The damage.
+    pub damage: MidDamage,
+    /// Valid records of this log after the damage that the rebuilt log keeps.
+    pub kept_after: u64,
+    /// Valid records of this log after the damage that the rebuilt log does not keep (they
+    /// follow a gap in the sequence; they remain in the backup).
+    pub dropped: u64,
+    /// Where the damaged file's bytes are kept (`None` only in a dry run, which wrote nothing).
+    pub backup: Option<PathBuf>,
 }
 
 /// An open log, positioned after its last good record, ready to append.
@@ -205,6 +419,8 @@ pub struct Recovered {
     pub orders: Vec<Order>,
     /// The damaged tail that was cut, if any.
     pub cut: Option<TailCut>,
+    /// The mid-file damage that was salvaged, if any (only with [`Recovery::Salvage`]).
+    pub salvaged: Option<Salvaged>,
 }
 
 impl Journal {
@@ -213,9 +429,50 @@ impl Journal {
         format!("pair-{pair}-{role}.log")
     }
 
-    /// Opens (or creates) the log of engine (`pair`, `role`) in `dir`, reads it back, cuts any
-    /// damaged tail, and positions it for appending.
+    /// Reads the log of engine (`pair`, `role`) in `dir` without changing anything: the file
+    /// is opened read-only (a missing file is reported, not created), nothing is cut, trimmed,
+    /// synced or mapped. Fails only if the file cannot be read or is not this engine's log;
+    /// damage of any kind is reported in the [`LogScan`].
+    pub fn scan(dir: &Path, pair: usize, role: Role) -> Result<LogScan, LogError> {
+        let path = dir.join(Self::file_name(pair, role));
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(LogScan {
+                    path,
+                    exists: false,
+                    file_bytes: 0,
+                    orders: Vec::new(),
+                    end: LogEnd::Clean,
+                    later: Vec::new(),
+                })
+            }
+            Err(source) => return Err(LogError::Io { path, source }),
+        };
+        let mut bytes = Vec::new();
+        if let Err(source) = file.read_to_end(&mut bytes) {
+            return Err(LogError::Io { path, source });
+        }
+        examine(path, &bytes, pair as u16, role)
+    }
+
+    /// Opens (or creates) the log of engine (`pair`, `role`) in `dir`, reads it back, cuts a
+    /// torn tail, and positions it for appending. Mid-file damage is refused
+    /// ([`LogError::MidFileDamage`]) with nothing written: see [`Journal::open_with`].
     pub fn open(dir: &Path, pair: usize, role: Role, mode: LogMode) -> Result<Recovered, LogError> {
+        Self::open_with(dir, pair, role, mode, Recovery::Strict)
+    }
+
+    /// [`Journal::open`], with mid-file damage treated as `recovery` says: refused
+    /// ([`Recovery::Strict`]) or salvaged from this log alone ([`Recovery::Salvage`]: the
+    /// records after the first gap in the sequence are dropped, see the module note).
+    pub fn open_with(
+        dir: &Path,
+        pair: usize,
+        role: Role,
+        mode: LogMode,
+        recovery: Recovery,
+    ) -> Result<Recovered, LogError> {
         let path = dir.join(Self::file_name(pair, role));
         let io = |source| LogError::Io {
             path: path.clone(),
@@ -234,62 +491,136 @@ impl Journal {
             .map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
-        let header = header(pair as u16, role);
+        let scan = examine(path.clone(), &bytes, pair as u16, role)?;
+        if let Some(refusal) = scan.refusal() {
+            drop(file);
+            return match recovery {
+                Recovery::Strict => Err(refusal),
+                Recovery::Salvage => {
+                    let history = scan.contiguous();
+                    Self::rebuild(dir, pair, role, mode, &scan, &history)
+                }
+            };
+        }
 
-        let (orders, good_end, damage) = if bytes.len() < HEADER_BYTES {
-            // Only a prefix of our own header may be torn (or a zeroed mapping); anything else
-            // is not ours.
-            if !header.starts_with(&bytes) && bytes.iter().any(|&b| b != 0) {
-                return Err(LogError::NotALog { path });
-            }
-            let damage = (!bytes.is_empty()).then_some(TailDamage::TornHeader);
-            (Vec::new(), 0, damage)
-        } else {
-            check_header(&path, &bytes[..HEADER_BYTES], pair as u16, role)?;
-            let (orders, end, damage) = parse_records(&bytes[HEADER_BYTES..]);
-            (orders, HEADER_BYTES + end, damage)
+        let good_end = bytes.len() as u64 - trailing_bytes(&scan.end);
+        let cut = match scan.end {
+            LogEnd::TornTail(cut) => Some(cut),
+            _ => None,
         };
-        if damage.is_none() && good_end < bytes.len() {
-            // Unused mapped space after the last record: not damage, just trimmed.
-            file.set_len(good_end as u64).map_err(io)?;
+        if good_end < bytes.len() as u64 {
+            // A torn tail, or unused mapped space after the last record (not damage, just
+            // trimmed). The cut is made durable before anything is appended after it.
+            file.set_len(good_end).map_err(io)?;
+            if cut.is_some() {
+                file.sync_all().map_err(io)?;
+            }
         }
-
-        let cut = damage.map(|damage| TailCut {
-            offset: good_end as u64,
-            dropped_bytes: (bytes.len() - good_end) as u64,
-            damage,
-        });
-        if cut.is_some() {
-            file.set_len(good_end as u64).map_err(io)?;
-            file.sync_all().map_err(io)?;
-        }
-        let mut append_at = good_end as u64;
+        let mut append_at = good_end;
         if good_end == 0 {
             append_at = HEADER_BYTES as u64;
             file.seek(SeekFrom::Start(0)).map_err(io)?;
-            file.write_all(&header).map_err(io)?;
+            file.write_all(&header(pair as u16, role)).map_err(io)?;
             file.sync_all().map_err(io)?;
             sync_dir(dir);
         }
         file.seek(SeekFrom::End(0)).map_err(io)?;
+        let journal = Journal::positioned(file, path, mode, append_at, scan.orders.len())?;
+        Ok(Recovered {
+            journal,
+            orders: scan.orders,
+            cut,
+            salvaged: None,
+        })
+    }
+
+    /// Replaces a log that has mid-file damage by one holding exactly `history` (which must
+    /// start with the log's good records), keeping the damaged file as `<log>.damaged`, and
+    /// opens it for appending. `scan` is what the damaged file held.
+    ///
+    /// The new log is written to `<log>.salvage`, synced, and renamed over the old one after
+    /// the old one got its second name, so a crash at any point leaves a whole log in place.
+    pub(crate) fn rebuild(
+        dir: &Path,
+        pair: usize,
+        role: Role,
+        mode: LogMode,
+        scan: &LogScan,
+        history: &[Order],
+    ) -> Result<Recovered, LogError> {
+        let path = scan.path.clone();
+        let io = |source| LogError::Io {
+            path: path.clone(),
+            source,
+        };
+        if !matches!(scan.end, LogEnd::MidFile(_)) || !history.starts_with(&scan.orders) {
+            return Err(io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "only a log with mid-file damage is rebuilt, keeping its good records",
+            )));
+        }
+
+        let mut tmp_name = path.as_os_str().to_owned();
+        tmp_name.push(".salvage");
+        let tmp = PathBuf::from(tmp_name);
+        let tmp_io = |source| LogError::Io {
+            path: tmp.clone(),
+            source,
+        };
+        let mut out = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(tmp_io)?;
+        let mut bytes = Vec::with_capacity(HEADER_BYTES + history.len() * RECORD_BYTES);
+        bytes.extend_from_slice(&header(pair as u16, role));
+        let mut record = [0u8; RECORD_BYTES];
+        for (i, order) in history.iter().enumerate() {
+            encode(&mut record, i as u64 + 1, order);
+            bytes.extend_from_slice(&record);
+        }
+        out.write_all(&bytes).map_err(tmp_io)?;
+        out.sync_all().map_err(tmp_io)?;
+        drop(out);
+        let backup = keep_aside(&path)?;
+        sync_dir(dir);
+        std::fs::rename(&tmp, &path).map_err(io)?;
+        sync_dir(dir);
+
+        let mut recovered = Self::open(dir, pair, role, mode)?;
+        if recovered.orders != history {
+            return Err(io(io::Error::other(
+                "the rebuilt log does not read back as written",
+            )));
+        }
+        recovered.salvaged = scan.salvage_report(history, Some(backup));
+        Ok(recovered)
+    }
+
+    fn positioned(
+        file: File,
+        path: PathBuf,
+        mode: LogMode,
+        append_at: u64,
+        records: usize,
+    ) -> Result<Journal, LogError> {
         let sink = match mode {
-            LogMode::Buffered => Sink::Mapped(MappedAppender::new(file, append_at).map_err(io)?),
+            LogMode::Buffered => match MappedAppender::new(file, append_at) {
+                Ok(map) => Sink::Mapped(map),
+                Err(source) => return Err(LogError::Io { path, source }),
+            },
             LogMode::None | LogMode::Fsync => Sink::Write {
                 file,
                 buf: Vec::with_capacity(64 * RECORD_BYTES),
                 fsync: mode == LogMode::Fsync,
             },
         };
-        let next_seq = orders.len() as u64 + 1;
-        Ok(Recovered {
-            journal: Journal {
-                sink,
-                path,
-                next_seq,
-                failed: None,
-            },
-            orders,
-            cut,
+        Ok(Journal {
+            sink,
+            path,
+            next_seq: records as u64 + 1,
+            failed: None,
         })
     }
 
@@ -428,60 +759,204 @@ fn checksum(len: &[u8], payload: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// Bytes of `end` after the last good record.
+fn trailing_bytes(end: &LogEnd) -> u64 {
+    match end {
+        LogEnd::Clean => 0,
+        LogEnd::Spare { bytes } => *bytes,
+        LogEnd::TornTail(cut) => cut.dropped_bytes,
+        LogEnd::MidFile(_) => 0,
+    }
+}
+
+/// Reads the whole of a log file's bytes into a [`LogScan`] (the file is named `path`).
+fn examine(path: PathBuf, bytes: &[u8], pair: u16, role: Role) -> Result<LogScan, LogError> {
+    let file_bytes = bytes.len() as u64;
+    let mut scan = LogScan {
+        path,
+        exists: true,
+        file_bytes,
+        orders: Vec::new(),
+        end: LogEnd::Clean,
+        later: Vec::new(),
+    };
+    if bytes.len() < HEADER_BYTES {
+        // Only a prefix of our own header may be torn (or a zeroed mapping); anything else is
+        // not ours.
+        if !header(pair, role).starts_with(bytes) && bytes.iter().any(|&b| b != 0) {
+            return Err(LogError::NotALog { path: scan.path });
+        }
+        if !bytes.is_empty() {
+            scan.end = LogEnd::TornTail(TailCut {
+                offset: 0,
+                dropped_bytes: file_bytes,
+                damage: TailDamage::TornHeader,
+            });
+        }
+        return Ok(scan);
+    }
+    check_header(&scan.path, &bytes[..HEADER_BYTES], pair, role)?;
+    let records = &bytes[HEADER_BYTES..];
+    let (orders, at, damage) = parse_records(records);
+    let good_end = (HEADER_BYTES + at) as u64;
+    scan.orders = orders;
+    scan.end = match damage {
+        None if at == records.len() => LogEnd::Clean,
+        None => LogEnd::Spare {
+            bytes: file_bytes - good_end,
+        },
+        Some(damage) => {
+            scan.later = resync(records, at)
+                .map(|(offset, seq, order)| LaterRecord {
+                    offset: (HEADER_BYTES + offset) as u64,
+                    seq,
+                    order,
+                })
+                .collect();
+            match scan.later.first() {
+                None => LogEnd::TornTail(TailCut {
+                    offset: good_end,
+                    dropped_bytes: file_bytes - good_end,
+                    damage,
+                }),
+                Some(first) => LogEnd::MidFile(MidDamage {
+                    offset: good_end,
+                    seq: scan.orders.len() as u64 + 1,
+                    damage,
+                    valid_after: scan.later.len() as u64,
+                    first_valid_offset: first.offset,
+                    first_valid_seq: first.seq,
+                }),
+            }
+        }
+    };
+    Ok(scan)
+}
+
 /// Reads records until the end or the first damage. Returns the orders, the byte offset just
-/// after the last good record, and the damage found, if any.
+/// after the last good record, and the damage found, if any (none if the rest is zeros: the
+/// clean end of a buffered log).
 fn parse_records(bytes: &[u8]) -> (Vec<Order>, usize, Option<TailDamage>) {
     let mut orders = Vec::with_capacity(bytes.len() / RECORD_BYTES);
     let mut at = 0;
     while at < bytes.len() {
         let rest = &bytes[at..];
-        if rest.len() < FRAME_BYTES {
-            if rest.iter().all(|&b| b == 0) {
-                return (orders, at, None);
-            }
-            return (orders, at, Some(torn(FRAME_BYTES, rest.len())));
-        }
-        let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes"));
-        if len == 0 && rest.iter().all(|&b| b == 0) {
+        let zero_len = rest.len() < FRAME_BYTES || rest[..4] == [0; 4];
+        if zero_len && rest.iter().all(|&b| b == 0) {
             // Mapped space never written: the clean end of a buffered log.
             return (orders, at, None);
         }
-        if len as usize != PAYLOAD_BYTES {
-            // A torn length field looks like any number; report a short file as torn.
-            let damage = if rest.len() < RECORD_BYTES {
-                torn(RECORD_BYTES, rest.len())
-            } else {
-                TailDamage::BadLength(len)
-            };
-            return (orders, at, Some(damage));
-        }
-        if rest.len() < RECORD_BYTES {
-            return (orders, at, Some(torn(RECORD_BYTES, rest.len())));
-        }
-        let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
-        let payload = &rest[FRAME_BYTES..RECORD_BYTES];
-        if checksum(&rest[..4], payload) != crc {
-            return (orders, at, Some(TailDamage::BadChecksum));
-        }
         let expected = orders.len() as u64 + 1;
-        match decode(payload) {
-            Some((seq, _)) if seq != expected => {
+        match read_record(rest) {
+            Ok((seq, order)) if seq == expected => orders.push(order),
+            Ok((found, _)) => {
                 return (
                     orders,
                     at,
-                    Some(TailDamage::OutOfSequence {
-                        expected,
-                        found: seq,
-                    }),
+                    Some(TailDamage::OutOfSequence { expected, found }),
                 )
             }
-            Some((_, order)) => orders.push(order),
-            None => return (orders, at, Some(TailDamage::BadField)),
+            Err(damage) => return (orders, at, Some(damage)),
         }
         at += RECORD_BYTES;
     }
     (orders, at, None)
 }
+
+/// Reads the record at the start of `rest`.
+fn read_record(rest: &[u8]) -> Result<(u64, Order), TailDamage> {
+    if rest.len() < FRAME_BYTES {
+        return Err(torn(FRAME_BYTES, rest.len()));
+    }
+    let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes"));
+    if len as usize != PAYLOAD_BYTES {
+        // A torn length field looks like any number; report a short file as torn.
+        return Err(if rest.len() < RECORD_BYTES {
+            torn(RECORD_BYTES, rest.len())
+        } else {
+            TailDamage::BadLength(len)
+        });
+    }
+    if rest.len() < RECORD_BYTES {
+        return Err(torn(RECORD_BYTES, rest.len()));
+    }
+    let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
+    let payload = &rest[FRAME_BYTES..RECORD_BYTES];
+    if checksum(&rest[..4], payload) != crc {
+        return Err(TailDamage::BadChecksum);
+    }
+    decode(payload).ok_or(TailDamage::BadField)
+}
+
+/// Every valid record at or after byte `from` of `bytes`, found at any offset (damage need not
+/// keep records aligned), as (offset, sequence, order), in file order.
+fn resync(bytes: &[u8], from: usize) -> impl Iterator<Item = (usize, u64, Order)> + '_ {
+    let len_field = (PAYLOAD_BYTES as u32).to_le_bytes();
+    let mut at = from;
+    std::iter::from_fn(move || {
+        while at + RECORD_BYTES <= bytes.len() {
+            let here = at;
+            if bytes[here..here + 4] == len_field {
+                if let Ok((seq, order)) = read_record(&bytes[here..]) {
+                    at = here + RECORD_BYTES;
+                    return Some((here, seq, order));
+                }
+            }
+            at += 1;
+        }
+        None
+    })
+}
+
+/// Gives the file at `path` a second name, `<path>.damaged` (or `.damaged.2`, ...: the first
+/// free one), so its bytes outlive the rebuilt log that replaces it. A hard link where the
+/// file system has them, else a synced copy. Returns the name.
+fn keep_aside(path: &Path) -> Result<PathBuf, LogError> {
+    for n in 1..=MAX_BACKUPS {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".damaged");
+        if n > 1 {
+            name.push(format!(".{n}"));
+        }
+        let backup = PathBuf::from(name);
+        let io = |source| LogError::Io {
+            path: backup.clone(),
+            source,
+        };
+        match std::fs::hard_link(path, &backup) {
+            Ok(()) => return Ok(backup),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(_) => {}
+        }
+        // No hard links here: copy, never overwriting an earlier backup.
+        let mut copy = match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&backup)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(source) => return Err(io(source)),
+        };
+        let mut original = File::open(path).map_err(|source| LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        io::copy(&mut original, &mut copy).map_err(io)?;
+        copy.sync_all().map_err(io)?;
+        return Ok(backup);
+    }
+    Err(LogError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{MAX_BACKUPS} backups of this log exist already; move some away"),
+        ),
+    })
+}
+
+/// Most `.damaged` copies of one log kept side by side.
+const MAX_BACKUPS: u32 = 1000;
 
 fn torn(needed: usize, available: usize) -> TailDamage {
     TailDamage::Torn { needed, available }
@@ -629,6 +1104,109 @@ mod tests {
             std::fs::read(&path).unwrap(),
             b"hello, this is not a log at all"
         );
+    }
+
+    /// A log of `n` records for pair 0's primary in `dir`; returns its bytes.
+    fn log_of(dir: &Path, n: u64) -> Vec<u8> {
+        let mut r = Journal::open(dir, 0, Role::Primary, LogMode::Fsync).unwrap();
+        for i in 0..n {
+            r.journal.append(&order(i));
+        }
+        r.journal.commit().unwrap();
+        std::fs::read(r.journal.path()).unwrap()
+    }
+
+    fn at(record: usize) -> usize {
+        HEADER_BYTES + record * RECORD_BYTES
+    }
+
+    fn examine_bytes(bytes: &[u8]) -> LogScan {
+        examine(PathBuf::from("test.log"), bytes, 0, Role::Primary).unwrap()
+    }
+
+    #[test]
+    fn scan_of_a_missing_log_creates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("not-yet");
+        let scan = Journal::scan(&missing, 0, Role::Primary).unwrap();
+        assert!(!scan.exists && scan.orders.is_empty() && scan.end == LogEnd::Clean);
+        assert!(!missing.exists(), "a scan creates no directory");
+    }
+
+    #[test]
+    fn records_shifted_by_removed_bytes_are_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = log_of(dir.path(), 30);
+        // Five bytes of record 10 (sequence 11) disappear: every later record moves.
+        bytes.drain(at(10) + 3..at(10) + 8);
+        let scan = examine_bytes(&bytes);
+        assert_eq!(scan.orders.len(), 10);
+        let LogEnd::MidFile(d) = scan.end else {
+            panic!("{:?}", scan.end)
+        };
+        assert_eq!((d.offset, d.seq, d.valid_after), (at(10) as u64, 11, 19));
+        assert_eq!(
+            (d.first_valid_offset, d.first_valid_seq),
+            (at(11) as u64 - 5, 12)
+        );
+        assert_eq!(scan.later.last().unwrap().seq, 30);
+        // Sequence 11 is gone: salvage of this log alone stops before it.
+        assert_eq!(scan.contiguous().len(), 10);
+    }
+
+    #[test]
+    fn zeros_before_valid_records_are_damage_not_the_clean_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = log_of(dir.path(), 20);
+        // A page never written back before a power cut, with later pages written.
+        bytes[at(5)..at(8)].fill(0);
+        let scan = examine_bytes(&bytes);
+        let LogEnd::MidFile(d) = scan.end else {
+            panic!("{:?}", scan.end)
+        };
+        assert_eq!(d.damage, TailDamage::BadLength(0));
+        assert_eq!((d.seq, d.valid_after, d.first_valid_seq), (6, 12, 9));
+    }
+
+    #[test]
+    fn garbage_and_zeros_after_the_last_record_are_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = log_of(dir.path(), 8);
+        bytes.extend_from_slice(&[7; 25]);
+        bytes.extend_from_slice(&[0; 4096]);
+        let scan = examine_bytes(&bytes);
+        assert_eq!(scan.orders.len(), 8);
+        let LogEnd::TornTail(cut) = scan.end else {
+            panic!("{:?}", scan.end)
+        };
+        assert_eq!(cut.offset, at(8) as u64);
+        assert_eq!(cut.dropped_bytes, 25 + 4096);
+        // Nothing but zeros after the last record: the clean end of a buffered log.
+        let mut spare = log_of(dir.path(), 8);
+        spare.extend_from_slice(&[0; 100]);
+        assert_eq!(examine_bytes(&spare).end, LogEnd::Spare { bytes: 100 });
+    }
+
+    #[test]
+    fn a_record_out_of_sequence_with_records_after_it_is_mid_file_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = log_of(dir.path(), 12);
+        // Record 4 (sequence 5) is missing whole: the file jumps from 4 to 6.
+        let mut cut = bytes[..at(4)].to_vec();
+        cut.extend_from_slice(&bytes[at(5)..]);
+        let scan = examine_bytes(&cut);
+        let LogEnd::MidFile(d) = scan.end else {
+            panic!("{:?}", scan.end)
+        };
+        assert_eq!(
+            d.damage,
+            TailDamage::OutOfSequence {
+                expected: 5,
+                found: 6
+            }
+        );
+        assert_eq!((d.valid_after, d.first_valid_seq), (7, 6));
+        assert_eq!(scan.usable_later().count(), 7);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! The system's own binary runs as a child process in fsync mode (and, in one test, buffered
 //! mode); its clients print every
 //! acknowledgement as it arrives. Mid-run the test kills the child with SIGKILL (no chance to
-//! flush anything), then restarts the system from its logs (`inspect`), and checks that every
+//! flush anything), then replays the system from its logs (`inspect`, which reads them without
+//! changing them), and checks that every
 //! order the child acknowledged is in the replayed state of both the primary and the standby
 //! of its pair, and that both engines of each pair recovered to equal states. Finally the
 //! system is run again on the recovered logs, to show they are fit to continue.

@@ -1,17 +1,24 @@
-//! Damaged log tails: torn writes, garbage, flipped bits. Recovery must report the damage,
-//! keep every complete record before it, cut the rest off the file, and leave a log that
-//! accepts new records. At the exchange level, a primary whose tail was cut catches up from
-//! its standby, and both come back equal.
+//! Damaged logs. A torn tail (torn writes, garbage, a flipped bit in the last record, a torn
+//! header): recovery must report the damage, keep every complete record before it, cut the rest
+//! off the file, and leave a log that accepts new records. Damage in the middle, with valid
+//! records after it: opening must refuse with `LogError::MidFileDamage` and leave the file as it
+//! was; salvage keeps what is contiguous. At the exchange level, a primary whose tail was cut
+//! catches up from its standby, and a pair whose two logs are damaged at different records is
+//! refused as it is, and salvaged on request with every acknowledged order.
 
+use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, SystemTime};
 
 use troupe_trading::{
-    BlockingClient, ClientId, Exchange, ExchangeConfig, Journal, LogMode, Market, NewOrder, Order,
-    Role, Side, Style, TailDamage, RECORD_BYTES,
+    BlockingClient, ClientId, Exchange, ExchangeConfig, Journal, LogEnd, LogError, LogMode, Market,
+    NewOrder, Order, Recovery, Role, Side, StartError, Style, TailDamage, RECORD_BYTES,
 };
+
+const BIN: &str = env!("CARGO_BIN_EXE_troupe-trading");
 
 const HEADER: u64 = 16;
 
@@ -126,21 +133,104 @@ fn a_flipped_bit_in_the_last_record_fails_its_checksum() {
     still_appendable(dir.path(), 9);
 }
 
+/// This test used to assert that damage in the middle cut the file there (losing the 17
+/// valid records after it). Now: refused, nothing written; salvage alone keeps what is
+/// contiguous (here, only what precedes the damage, since record 13 is lost) and keeps the
+/// damaged file.
 #[test]
-fn damage_in_the_middle_keeps_everything_before_it() {
+fn damage_in_the_middle_is_refused_and_the_file_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_log(dir.path(), 30);
     let mut bytes = std::fs::read(&path).unwrap();
-    // Break the length field of record 12 (0-based): records 0..12 stay.
+    // Break the length field of record 12 (0-based): records 13..30 stay valid.
     let at = records_end(12) as usize;
     bytes[at] = 0xff;
     std::fs::write(&path, &bytes).unwrap();
-    let r = reopen(dir.path());
+    let err = Journal::open(dir.path(), 0, Role::Primary, LogMode::Fsync).unwrap_err();
+    match &err {
+        LogError::MidFileDamage {
+            path: p,
+            offset,
+            seq,
+            damage,
+            valid_after,
+            first_valid_seq,
+        } => {
+            assert_eq!(p, &path);
+            assert_eq!(*offset, records_end(12));
+            assert_eq!(*seq, 13);
+            assert!(matches!(damage, TailDamage::BadLength(_)), "{damage:?}");
+            assert_eq!(*valid_after, 17);
+            assert_eq!(*first_valid_seq, 14);
+        }
+        other => panic!("expected MidFileDamage, got {other:?}"),
+    }
+    let message = err.to_string();
+    for words in [
+        path.to_str().unwrap(),
+        "byte 484",
+        "sequence 13",
+        "17 valid records",
+    ] {
+        assert!(message.contains(words), "{words:?} missing in: {message}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing written");
+
+    // Salvage of this log alone: record 13 is gone, so nothing after it can be replayed.
+    let r = Journal::open_with(
+        dir.path(),
+        0,
+        Role::Primary,
+        LogMode::Fsync,
+        Recovery::Salvage,
+    )
+    .unwrap();
     assert_eq!(r.orders, orders(12));
-    let cut = r.cut.unwrap();
-    assert_eq!(cut.offset, records_end(12));
-    assert_eq!(cut.dropped_bytes, 18 * RECORD_BYTES as u64);
-    assert!(matches!(cut.damage, TailDamage::BadLength(_)));
+    let salvaged = r.salvaged.clone().expect("salvage reported");
+    assert_eq!((salvaged.kept_after, salvaged.dropped), (0, 17));
+    let backup = salvaged.backup.expect("a backup");
+    assert_eq!(std::fs::read(&backup).unwrap(), bytes, "damaged bytes kept");
+    drop(r);
+    assert_eq!(len(&path), records_end(12));
+    still_appendable(dir.path(), 12);
+}
+
+/// Bytes put in between two records lose no record: salvage keeps every one of them.
+#[test]
+fn bytes_put_in_between_records_are_salvaged_without_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_log(dir.path(), 50);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = records_end(20) as usize;
+    bytes.splice(at..at, [0xab; 11]);
+    std::fs::write(&path, &bytes).unwrap();
+    let scan = Journal::scan(dir.path(), 0, Role::Primary).unwrap();
+    let LogEnd::MidFile(d) = scan.end else {
+        panic!("{:?}", scan.end)
+    };
+    assert_eq!((d.offset, d.seq, d.valid_after), (records_end(20), 21, 30));
+    assert_eq!(
+        (d.first_valid_offset, d.first_valid_seq),
+        (records_end(20) + 11, 21)
+    );
+    assert!(matches!(
+        Journal::open(dir.path(), 0, Role::Primary, LogMode::Buffered),
+        Err(LogError::MidFileDamage { .. })
+    ));
+    let r = Journal::open_with(
+        dir.path(),
+        0,
+        Role::Primary,
+        LogMode::Buffered,
+        Recovery::Salvage,
+    )
+    .unwrap();
+    assert_eq!(r.orders, orders(50), "every record kept");
+    let salvaged = r.salvaged.clone().unwrap();
+    assert_eq!((salvaged.kept_after, salvaged.dropped), (30, 0));
+    drop(r);
+    assert_eq!(len(&path), records_end(50));
+    still_appendable(dir.path(), 50);
 }
 
 #[test]
@@ -193,7 +283,7 @@ fn exchange_repairs_a_cut_primary_from_its_standby() {
         .recovery()
         .iter()
         .filter(|r| r.pair == 0)
-        .copied()
+        .cloned()
         .collect();
     assert_eq!(report[0].role, Role::Primary);
     assert_eq!(report[0].records, 24);
@@ -276,4 +366,305 @@ fn a_torn_record_in_a_buffered_log_is_cut() {
     let cut = r.cut.expect("the torn record is reported");
     assert_eq!(cut.offset, records_end(10));
     assert_eq!(cut.damage, TailDamage::BadChecksum);
+}
+
+/// Sets a file's modification time to a fixed moment in the past, so any write shows.
+fn age(path: &Path) -> SystemTime {
+    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_500_000_000);
+    OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+    t
+}
+
+/// Every file in `dir` with its bytes and modification time.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, SystemTime)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let path = e.unwrap().path();
+            let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+            (path.clone(), std::fs::read(&path).unwrap(), modified)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn flip_bit(path: &Path, seq: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    // A bit of the client order id of the record with sequence `seq`.
+    bytes[records_end(seq - 1) as usize + 8 + 14] ^= 0x04;
+    std::fs::write(path, &bytes).unwrap();
+}
+
+fn config_for(dir: &Path, recovery: Recovery) -> ExchangeConfig {
+    ExchangeConfig {
+        style: Style::RequestReply,
+        log: LogMode::Fsync,
+        log_dir: Some(dir.to_path_buf()),
+        recovery,
+        ..ExchangeConfig::seed()
+    }
+}
+
+/// The user's report, reproduced: 400 acknowledged orders on pair 0; one bit flipped in record
+/// 100 of the primary's log (300 valid records after it) and one in record 200 of the
+/// standby's. It used to cut both logs to 199 records (201 acknowledged orders gone), even
+/// under `inspect`. Now: opening refuses with the typed error and writes nothing; `inspect`
+/// changes neither file; salvage rebuilds both logs with all 400 orders, each damaged record
+/// taken from the other log, and keeps the damaged files.
+#[test]
+fn a_bit_flipped_in_each_log_of_a_pair_loses_no_acknowledged_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = troupe::System::builder().workers(2).build().unwrap();
+    let exchange = Exchange::start(&system, config_for(dir.path(), Recovery::Strict)).unwrap();
+    let mut client = BlockingClient::connect(&exchange).unwrap();
+    let a2 = exchange.market().lookup("A2").unwrap();
+    let mut acked = BTreeSet::new();
+    for i in 0..400 {
+        let side = if i % 3 == 0 { Side::Buy } else { Side::Sell };
+        let done = client
+            .place(a2, side, 95 + i % 5, 10, Duration::from_secs(10))
+            .unwrap();
+        acked.insert((client.id(), done.client_order_id));
+    }
+    let before = exchange.pair_states().unwrap()[0];
+    exchange.shutdown();
+    system.shutdown();
+
+    let primary = dir.path().join(Journal::file_name(0, Role::Primary));
+    let standby = dir.path().join(Journal::file_name(0, Role::Standby));
+    let (clean_p, clean_s) = (
+        std::fs::read(&primary).unwrap(),
+        std::fs::read(&standby).unwrap(),
+    );
+    assert_eq!(clean_p.len() as u64, records_end(400));
+    flip_bit(&primary, 100);
+    flip_bit(&standby, 200);
+    for path in std::fs::read_dir(dir.path()).unwrap() {
+        age(&path.unwrap().path());
+    }
+    let damaged = snapshot(dir.path());
+
+    // Each log, opened on its own, refuses and is left alone.
+    for (role, seq, valid_after) in [(Role::Primary, 100, 300), (Role::Standby, 200, 200)] {
+        match Journal::open(dir.path(), 0, role, LogMode::Fsync) {
+            Err(LogError::MidFileDamage {
+                offset,
+                seq: s,
+                damage,
+                valid_after: v,
+                first_valid_seq,
+                ..
+            }) => {
+                assert_eq!(offset, records_end(seq - 1));
+                assert_eq!((s, v, first_valid_seq), (seq, valid_after, seq + 1));
+                assert_eq!(damage, TailDamage::BadChecksum);
+            }
+            other => panic!("{role}: expected MidFileDamage, got {other:?}"),
+        }
+    }
+    assert_eq!(snapshot(dir.path()), damaged, "a refusal writes nothing");
+
+    // The exchange refuses too, before writing either log, and says what salvage would keep.
+    let system = troupe::System::builder().workers(2).build().unwrap();
+    let err = Exchange::start(&system, config_for(dir.path(), Recovery::Strict)).unwrap_err();
+    match &err {
+        StartError::Damaged {
+            pair: 0,
+            log: LogError::MidFileDamage { seq: 100, .. },
+            salvage_keeps: 400,
+            salvage_drops: 0,
+        } => {}
+        other => panic!("expected Damaged, got {other:?}"),
+    }
+    assert!(err.to_string().contains("salvage"), "{err}");
+    system.shutdown();
+    assert_eq!(
+        snapshot(dir.path()),
+        damaged,
+        "a refused start writes nothing"
+    );
+
+    // `inspect` reports the damage of both logs, fails, and changes nothing; with --salvage it
+    // shows the full recovery, still changing nothing.
+    let out = Command::new(BIN)
+        .args(["inspect", "--log", "fsync", "--workers", "2", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{stdout}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("inspect changed nothing"), "{stderr}");
+    assert!(
+        stdout.contains("MID-FILE DAMAGE at byte 3877, in the record due to hold sequence 100")
+            && stdout.contains("300 valid records follow")
+            && stdout.contains("sequence 200")
+            && stdout.contains("200 valid records follow"),
+        "{stdout}"
+    );
+    assert_eq!(snapshot(dir.path()), damaged, "inspect writes nothing");
+    let out = Command::new(BIN)
+        .args([
+            "inspect",
+            "--log",
+            "fsync",
+            "--workers",
+            "2",
+            "--salvage",
+            "--json",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for e in v["engines"].as_array().unwrap() {
+        if e["pair"] == 0 {
+            assert_eq!(e["replayed"], 400, "{e}");
+            assert_eq!(e["applied"], 400, "{e}");
+            assert_eq!(e["salvage"]["dropped"], 0, "{e}");
+        }
+    }
+    assert_eq!(
+        snapshot(dir.path()),
+        damaged,
+        "inspect --salvage writes nothing"
+    );
+
+    // Salvage: all 400 orders back, each damaged record taken from the other log.
+    let system = troupe::System::builder().workers(2).build().unwrap();
+    let exchange = Exchange::start(&system, config_for(dir.path(), Recovery::Salvage)).unwrap();
+    let report: Vec<_> = exchange
+        .recovery()
+        .iter()
+        .filter(|r| r.pair == 0)
+        .cloned()
+        .collect();
+    for (r, (records, kept)) in report.iter().zip([(99, 300), (199, 200)]) {
+        assert_eq!(
+            (r.records, r.copied_from_peer, r.replayed),
+            (records, 1, 400)
+        );
+        let s = r.salvaged.as_ref().expect("salvaged");
+        assert_eq!((s.kept_after, s.dropped), (kept, 0));
+        let original = if r.role == Role::Primary {
+            &damaged.iter().find(|f| f.0 == primary).unwrap().1
+        } else {
+            &damaged.iter().find(|f| f.0 == standby).unwrap().1
+        };
+        assert_eq!(
+            &std::fs::read(s.backup.as_ref().unwrap()).unwrap(),
+            original
+        );
+    }
+    let after = exchange.pair_states().unwrap()[0];
+    for (a, b) in [
+        (after.primary, before.primary),
+        (after.standby, before.standby),
+    ] {
+        assert_eq!(
+            (a.applied, a.trades, a.resting, a.state_hash),
+            (b.applied, b.trades, b.resting, b.state_hash),
+            "{:?} back to its state before",
+            a.role
+        );
+    }
+    for role in [Role::Primary, Role::Standby] {
+        let keys: BTreeSet<_> = exchange
+            .accepted_keys(0, role)
+            .unwrap()
+            .iter()
+            .map(|k| (k.client, k.client_order_id))
+            .collect();
+        assert!(keys.is_superset(&acked), "{role} lost acknowledged orders");
+    }
+    exchange.shutdown();
+    system.shutdown();
+    assert_eq!(
+        std::fs::read(&primary).unwrap(),
+        clean_p,
+        "rebuilt as written"
+    );
+    assert_eq!(
+        std::fs::read(&standby).unwrap(),
+        clean_s,
+        "rebuilt as written"
+    );
+
+    // Salvage of the primary's log alone (no peer to fill the gap): cut at the damage,
+    // knowingly, and said so.
+    let alone = tempfile::tempdir().unwrap();
+    let copy = alone.path().join(Journal::file_name(0, Role::Primary));
+    std::fs::copy(
+        dir.path()
+            .join(format!("{}.damaged", Journal::file_name(0, Role::Primary))),
+        &copy,
+    )
+    .unwrap();
+    let r = Journal::open_with(
+        alone.path(),
+        0,
+        Role::Primary,
+        LogMode::Fsync,
+        Recovery::Salvage,
+    )
+    .unwrap();
+    assert_eq!(r.orders.len(), 99);
+    let s = r.salvaged.unwrap();
+    assert_eq!((s.kept_after, s.dropped), (0, 300));
+}
+
+/// Both logs damaged at the same record: nothing can fill the gap. Refused; salvage keeps what
+/// precedes it and reports the records dropped.
+#[test]
+fn a_gap_neither_log_covers_is_refused_and_salvage_reports_the_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    for role in [Role::Primary, Role::Standby] {
+        let mut r = Journal::open(dir.path(), 0, role, LogMode::Fsync).unwrap();
+        for o in orders(60) {
+            r.journal.append(&o);
+        }
+        r.journal.commit().unwrap();
+        drop(r);
+        flip_bit(&dir.path().join(Journal::file_name(0, role)), 40);
+    }
+    let system = troupe::System::builder().workers(1).build().unwrap();
+    let err = Exchange::start(&system, config_for(dir.path(), Recovery::Strict)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StartError::Damaged {
+                pair: 0,
+                salvage_keeps: 39,
+                salvage_drops: 20,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err
+        .to_string()
+        .contains("20 later sequence numbers would be dropped"));
+    let exchange = Exchange::start(&system, config_for(dir.path(), Recovery::Salvage)).unwrap();
+    for r in exchange.recovery().iter().filter(|r| r.pair == 0) {
+        assert_eq!((r.records, r.replayed, r.copied_from_peer), (39, 39, 0));
+        let s = r.salvaged.as_ref().unwrap();
+        assert_eq!((s.kept_after, s.dropped), (0, 20));
+    }
+    exchange.shutdown();
+    system.shutdown();
 }

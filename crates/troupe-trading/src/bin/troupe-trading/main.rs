@@ -8,7 +8,7 @@
 //! troupe-trading bench baseline ...               synchronous calls, and OS threads with locks
 //! troupe-trading bench fsync-probe                this disk's own fdatasync latency
 //! troupe-trading run --dir D --log fsync ...      the system on logs in D, reporting each ack
-//! troupe-trading inspect --dir D --log fsync      recover D's logs and print what they hold
+//! troupe-trading inspect --dir D --log fsync      read D's logs (changing nothing), print them
 //! ```
 
 mod baseline;
@@ -79,8 +79,13 @@ enum Command {
         /// Print `ack <client> <client order id>` for every acknowledged order.
         #[arg(long)]
         report_acks: bool,
+        /// Salvage logs with mid-file damage instead of refusing to start: each pair's logs
+        /// are rebuilt from the valid records of both; records after a sequence number
+        /// neither log holds are dropped. Damaged files are kept as `<log>.damaged`.
+        #[arg(long)]
+        salvage: bool,
     },
-    /// Recovers the logs in a directory and prints what they hold.
+    /// Reads the logs in a directory (read-only: changes nothing) and prints what they hold.
     Inspect {
         #[arg(long)]
         dir: PathBuf,
@@ -92,6 +97,10 @@ enum Command {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// With mid-file damage, show what `run --salvage` would recover (still writing
+        /// nothing) instead of failing.
+        #[arg(long)]
+        salvage: bool,
     },
 }
 
@@ -243,6 +252,7 @@ fn main() -> Result<()> {
             clients,
             rounds,
             report_acks,
+            salvage,
         } => run::run(
             &setup,
             &dir,
@@ -252,6 +262,7 @@ fn main() -> Result<()> {
                 clients: clients as usize,
                 rounds,
                 report_acks,
+                salvage,
             },
         ),
         Command::Inspect {
@@ -259,7 +270,17 @@ fn main() -> Result<()> {
             log,
             keys,
             json,
-        } => run::inspect(&setup, &dir, log, keys, json),
+            salvage,
+        } => run::inspect(
+            &setup,
+            &dir,
+            &run::InspectPlan {
+                log,
+                keys,
+                json,
+                salvage,
+            },
+        ),
         Command::Bench { opts, which } => {
             setup.quick = opts.quick;
             setup.repeat = opts.repeat.unwrap_or(if opts.quick { 1 } else { 3 });
