@@ -1,15 +1,16 @@
 //! [`Addr`]: the typed address of an actor, and the two ways to send: `tell` and `ask`.
 
 use std::fmt;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::actor::{Actor, Context, Handler, Message};
-use crate::cell::{ActorCell, ChildRef, Refusal};
-use crate::envelope::{Deliver, Envelope};
+use crate::bounded::{Admit, Bound};
+use crate::erased::{ErasedCell, ErasedRef};
 use crate::error::{AskError, SendError};
+use crate::id::ActorId;
+use crate::life::ActorCell;
+use crate::raw::{Deliver, Discard};
 use crate::reply::{self, Ask, ReplySender};
-use crate::system::ActorId;
 
 /// The address of an actor of type `A`. Cheap to clone (one reference count), `Send + Sync`.
 ///
@@ -49,6 +50,8 @@ impl<A: Handler<M>, M: Message> Deliver<A> for Tell<M> {
     fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
         let _reply = actor.handle(self.0, ctx);
     }
+
+    fn discard(self, _why: Discard) {}
 }
 
 /// An asked message with its reply slot.
@@ -57,12 +60,25 @@ struct Request<M: Message> {
     reply: ReplySender<M::Reply>,
 }
 
-/// Dropped undelivered, a request drops its `ReplySender` unused, which fails the ask.
 impl<A: Handler<M>, M: Message> Deliver<A> for Request<M> {
     fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
         let reply = actor.handle(self.msg, ctx);
         self.reply.send(reply);
     }
+
+    /// Dropped undelivered: the asker learns why.
+    fn discard(self, why: Discard) {
+        self.reply.fail(match why {
+            Discard::Stopped => AskError::Stopped,
+            Discard::Overflow => AskError::Dropped,
+        });
+    }
+}
+
+/// Why a send was refused.
+enum Refused<P> {
+    Stopped(P),
+    Full(P),
 }
 
 impl<A: Actor> Addr<A> {
@@ -70,40 +86,61 @@ impl<A: Actor> Addr<A> {
         Self { cell }
     }
 
-    /// Builds an address from the cell pointer a context holds.
-    ///
-    /// # Safety
-    /// `cell` must come from `Arc::into_raw` of a live `Arc<ActorCell<A>>`.
-    pub(crate) unsafe fn from_cell_ptr(cell: NonNull<ActorCell<A>>) -> Self {
-        // SAFETY: per the contract the pointer is from `Arc::into_raw` and the allocation is
-        // live; incrementing first makes the new `Arc` an extra owner.
-        unsafe {
-            Arc::increment_strong_count(cell.as_ptr());
-            Self {
-                cell: Arc::from_raw(cell.as_ptr()),
-            }
-        }
-    }
-
     /// This actor as a type-erased cell (for parents, links, watchers).
-    pub(crate) fn into_erased(self) -> ChildRef {
+    pub(crate) fn into_erased(self) -> ErasedRef {
         self.cell
     }
 
     /// A type-erased handle to this actor's cell.
-    pub(crate) fn erased(&self) -> ChildRef {
+    pub(crate) fn erased(&self) -> ErasedRef {
         self.cell.clone()
     }
 
     /// Remembers a registered name on the actor, so its end releases it. False if the actor has
     /// already ended.
     pub(crate) fn remember_name(&self, name: &str) -> bool {
-        let mut inner = self.cell.extras.get_or_init().lock();
+        let mut inner = self.cell.extras().lock();
         if inner.ended.is_some() {
             return false;
         }
         inner.names.push(name.to_owned());
         true
+    }
+
+    /// Sends `payload`: through the hand-off or the mailbox, or, for a bounded mailbox, past
+    /// its admission counter (`count_refusal`: false when the sender will wait and retry).
+    #[inline]
+    fn send_payload<P: Deliver<A>>(
+        &self,
+        payload: P,
+        count_refusal: bool,
+    ) -> Result<(), Refused<P>> {
+        let cell = &*self.cell;
+        match &cell.shared.bound {
+            None => cell.push(payload).map_err(Refused::Stopped),
+            Some(bound) => Self::send_bounded(cell, bound, payload, count_refusal),
+        }
+    }
+
+    #[cold]
+    fn send_bounded<P: Deliver<A>>(
+        cell: &ActorCell<A>,
+        bound: &Bound,
+        payload: P,
+        count_refusal: bool,
+    ) -> Result<(), Refused<P>> {
+        match bound.admit(count_refusal) {
+            Admit::Yes => cell.push_queued(payload).map_err(|payload| {
+                bound.release(1);
+                Refused::Stopped(payload)
+            }),
+            Admit::Full => Err(Refused::Full(payload)),
+            Admit::DropIt => {
+                // Dropped on purpose (overflow policy), counted by `admit`.
+                payload.discard(Discard::Overflow);
+                Ok(())
+            }
+        }
     }
 
     /// Sends a message without waiting (fire and forget).
@@ -131,15 +168,10 @@ impl<A: Actor> Addr<A> {
         A: Handler<M>,
         M: Message,
     {
-        self.cell
-            .push(Envelope::new(Tell(msg)))
-            .map_err(|(envelope, refusal)| {
-                // SAFETY: the envelope was built just above from a `Tell<M>`.
-                let Tell(msg) = unsafe { envelope.into_payload::<Tell<M>>() };
-                match refusal {
-                    Refusal::Stopped => SendError::Stopped(msg),
-                    Refusal::Full => SendError::Full(msg),
-                }
+        self.send_payload(Tell(msg), true)
+            .map_err(|refused| match refused {
+                Refused::Stopped(Tell(msg)) => SendError::Stopped(msg),
+                Refused::Full(Tell(msg)) => SendError::Full(msg),
             })
     }
 
@@ -172,29 +204,25 @@ impl<A: Actor> Addr<A> {
     {
         let mut msg = msg;
         loop {
-            let attempt =
-                self.cell
-                    .push_waiting(Envelope::new(Tell(msg)))
-                    .map_err(|(envelope, refusal)| {
-                        // SAFETY: the envelope was built just above from a `Tell<M>`.
-                        let Tell(msg) = unsafe { envelope.into_payload::<Tell<M>>() };
-                        match refusal {
-                            Refusal::Stopped => SendError::Stopped(msg),
-                            Refusal::Full => SendError::Full(msg),
-                        }
-                    });
+            let attempt = self
+                .send_payload(Tell(msg), false)
+                .map_err(|refused| match refused {
+                    Refused::Stopped(Tell(msg)) => SendError::Stopped(msg),
+                    Refused::Full(Tell(msg)) => SendError::Full(msg),
+                });
             match attempt {
                 Err(SendError::Full(back)) => {
                     msg = back;
                     let bound = self
                         .cell
+                        .shared
                         .bound
                         .as_deref()
                         .expect("only bounded mailboxes fill");
                     // Wait until room is made (or the actor stops), then try again; if another
                     // sender took the room first, this waits again.
                     std::future::poll_fn(|cx| {
-                        if bound.wait_for_room(cx.waker()) || self.cell.is_stopped() {
+                        if bound.wait_for_room(cx.waker()) || self.cell.is_closed() {
                             std::task::Poll::Ready(())
                         } else {
                             std::task::Poll::Pending
@@ -230,52 +258,44 @@ impl<A: Actor> Addr<A> {
         A: Handler<M>,
         M: Message,
     {
-        let (reply, ask) = reply::channel();
-        if let Err((envelope, refusal)) = self.cell.push(Envelope::new(Request { msg, reply })) {
-            // SAFETY: the envelope was built just above from a `Request<M>`.
-            let request = unsafe { envelope.into_payload::<Request<M>>() };
-            let reason = match refusal {
-                Refusal::Stopped => AskError::Stopped,
-                Refusal::Full => AskError::MailboxFull,
-            };
-            request.reply.fail(reason);
+        let (reply, ask) = reply::channel(self.cell.id());
+        match self.send_payload(Request { msg, reply }, true) {
+            Ok(()) => {}
+            Err(Refused::Stopped(request)) => request.reply.fail(AskError::Stopped),
+            Err(Refused::Full(request)) => request.reply.fail(AskError::MailboxFull),
         }
         ask
     }
 
     /// Like [`ask`](Addr::ask), but the reply fails with [`AskError::Timeout`] if it has not
     /// come within `timeout`, however it is awaited (`.await`, `wait`, `pipe_to`). The timeout
-    /// runs on the system's timer wheel.
+    /// runs on the system's timer wheel, and is cancelled as soon as the reply comes (or the
+    /// `Ask` is dropped), so an answered ask holds nothing until its deadline.
     pub fn ask_timeout<M>(&self, msg: M, timeout: std::time::Duration) -> Ask<M::Reply>
     where
         A: Handler<M>,
         M: Message,
     {
-        let ask = self.ask(msg);
-        let expire = ask.expirer();
-        self.cell.system().timers().schedule(
-            timeout,
-            Box::new(move || expire.expire(AskError::Timeout(timeout))),
-        );
-        ask
+        self.ask(msg)
+            .with_timeout(self.cell.shared.system.timers(), timeout)
     }
 
     /// Asks this actor to stop: it finishes the message in hand, runs `stopping`, stops its
     /// children, runs `stopped`. Messages still in its mailbox are dropped. Idempotent.
     pub fn stop(&self) {
-        self.cell.signal_stop();
+        self.cell.signal(crate::signal::Signal::Stop);
     }
 
     /// True once the actor has begun stopping and accepts no more messages.
     pub fn is_stopped(&self) -> bool {
-        self.cell.is_stopped()
+        self.cell.is_closed()
     }
 
     /// Messages waiting in the actor's mailbox (approximate; for monitoring).
     pub fn mailbox_len(&self) -> usize {
-        match &self.cell.bound {
+        match &self.cell.shared.bound {
             Some(bound) => bound.len(),
-            None => self.cell.mailbox.len(),
+            None => self.cell.mailbox_len(),
         }
     }
 

@@ -54,6 +54,7 @@ impl<M> std::error::Error for SendError<M> {}
 
 /// Why an `ask` produced no reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AskError {
     /// The actor stopped before it handled the request (or was already stopped).
     #[error("the actor has stopped; the request was not handled")]
@@ -67,10 +68,17 @@ pub enum AskError {
     /// The actor's bounded mailbox was full; the request was not sent.
     #[error("the actor's mailbox is full; the request was not sent")]
     MailboxFull,
+    /// The actor's bounded mailbox dropped the request to make room (overflow policy
+    /// `DropNewest` or `DropOldest`); the actor is still running, and a later ask may succeed.
+    #[error(
+        "the actor's bounded mailbox dropped the request (overflow policy); the actor is running"
+    )]
+    Dropped,
 }
 
-/// `System::shutdown_timeout` gave up waiting.
+/// `System::shutdown_timeout` did not see every actor stop.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ShutdownError {
     /// Some actors had not finished stopping in time (a handler may be blocked).
     #[error("{remaining} actor(s) still running after {waited:?}; a handler may be blocked")]
@@ -80,10 +88,18 @@ pub enum ShutdownError {
         /// How long shutdown waited.
         waited: Duration,
     },
+    /// Called from inside an actor (a handler on a worker, or an actor on its own thread),
+    /// which cannot stop while it waits: shutdown has begun (every actor is asked to stop, and
+    /// the system's threads are joined in the background once they have) but was not waited for.
+    #[error(
+        "shutdown was called from inside an actor: it has begun, but cannot be waited for there"
+    )]
+    InsideActor,
 }
 
 /// A system could not be built as configured.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The configuration is invalid (for example zero workers).
     #[error("invalid configuration: {0}")]

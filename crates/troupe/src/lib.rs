@@ -37,32 +37,59 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-mod actor;
-mod addr;
-mod bounded;
-mod cell;
-mod envelope;
+// The layers, bottom first. A module uses only modules listed above it (a test,
+// `tests/layers.rs`, checks every `crate::` path against this order).
+
+// 1. Foundations: the model-checker shim, ids, failures, errors, the calling thread's role.
 mod error;
-mod extras;
-mod lifecycle;
+mod failure;
+mod id;
 mod loom;
+mod role;
+
+// 2. Concurrent building blocks, each standing alone: the mailbox, the signal lane, bounded
+//    admission, lazily allocated state, timers, the ask reply slot.
+mod bounded;
+mod lazy;
 mod mailbox;
-mod metrics;
-mod names;
 mod reply;
-mod scheduler;
 mod signal;
-mod supervisor;
-mod system;
 mod timer;
+
+// 3. The raw actor: a cell generic over what it holds, the move-only right to run a turn,
+//    type-erased messages, the hand-off (all the unsafe of type erasure and raw cell access).
+mod raw;
+
+// 4. The scheduler: pools of workers and actor threads, executors of `raw::Runnable`s.
+mod scheduler;
+
+// 5. What a system's actors share: type-erased actors and their extras, the named registry,
+//    the system's shared state.
+mod erased;
+mod names;
+mod runtime;
+
+// 6. The actor model: supervision, the user's traits and context, an actor's life, its turn.
+mod actor;
+mod life;
+mod supervision;
+mod turn;
+
+// 7. The public API: metrics, addresses, the system, the context's methods.
+mod addr;
+mod context;
+mod metrics;
+mod system;
 
 pub use actor::{Actor, Context, Handler, Message, Terminated, WatchId};
 pub use addr::Addr;
 pub use bounded::Overflow;
 pub use error::{AskError, BuildError, SendError, ShutdownError};
+pub use failure::{Failure, StopReason};
+pub use id::ActorId;
 pub use metrics::{ActorMetrics, PoolMetrics};
 pub use names::RegistryError;
 pub use reply::Ask;
-pub use supervisor::{Backoff, Failure, Restart, StopReason, StrategyKind, SupervisorStrategy};
-pub use system::{ActorId, Placement, SpawnOptions, System, SystemBuilder};
+pub use supervision::{Backoff, Restart, StrategyKind, SupervisorStrategy};
+pub use system::{Placement, SpawnOptions, System, SystemBuilder};
 pub use timer::TimerId;

@@ -1,16 +1,22 @@
-//! The one door to atomics, cells and threads for the lock-free parts.
+//! The one door to atomics, cells and threads.
 //!
-//! Under `cfg(troupe_loom)` everything here comes from the `loom` model checker, so the mailbox and the
-//! reply slot can be run through every interleaving loom explores; otherwise it is `std`.
-//! Code that must be model-checked imports from here, never from `std::sync::atomic` directly.
+//! Under `cfg(troupe_loom)` everything here comes from the `loom` model checker, so the lock-free
+//! parts (mailbox, signal stack, hand-off slot, turn end, bounded admission, reply slot, lazy
+//! boxes, parking) run through every interleaving loom explores; otherwise it is `std`.
+//! Every atomic in the crate is imported from here: `clippy.toml` forbids the `std` atomic
+//! types elsewhere, so no atomic can escape the model by accident. (A `static` cannot hold a
+//! loom atomic, whose constructor is not `const`; the two statics that count ids use `std`'s,
+//! with an `allow` and a note saying why they need no model.)
+
+#![allow(clippy::disallowed_types)]
 
 #[cfg(troupe_loom)]
 pub(crate) use loom::{
     cell::UnsafeCell,
     hint,
     sync::{
-        atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering},
-        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+        Arc, Condvar, Mutex, MutexGuard,
     },
     thread,
 };
@@ -18,12 +24,157 @@ pub(crate) use loom::{
 #[cfg(not(troupe_loom))]
 pub(crate) use std::{
     hint,
-    sync::{
-        atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering},
-        Mutex, MutexGuard,
-    },
+    sync::{atomic::Ordering, Condvar, Mutex, MutexGuard},
     thread,
 };
+
+#[cfg(not(troupe_loom))]
+pub(crate) use self::std_atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+
+/// `std`'s atomics under the names the crate uses. They are thin wrappers (all `#[inline]`,
+/// `repr(transparent)`) rather than re-exports so that the type seen outside this file is
+/// `crate::loom::Atomic*`, which is what lets `clippy.toml` forbid `std::sync::atomic::*`
+/// everywhere else; only the operations the crate uses are forwarded.
+#[cfg(not(troupe_loom))]
+mod std_atomic {
+    use std::sync::atomic::{self, Ordering};
+
+    macro_rules! atomic_int {
+        ($name:ident, $int:ty) => {
+            #[repr(transparent)]
+            #[derive(Debug, Default)]
+            pub(crate) struct $name(atomic::$name);
+
+            #[allow(dead_code)] // not every width uses every operation
+            impl $name {
+                pub(crate) const fn new(value: $int) -> Self {
+                    Self(atomic::$name::new(value))
+                }
+                #[inline(always)]
+                pub(crate) fn load(&self, order: Ordering) -> $int {
+                    self.0.load(order)
+                }
+                #[inline(always)]
+                pub(crate) fn store(&self, value: $int, order: Ordering) {
+                    self.0.store(value, order)
+                }
+                #[inline(always)]
+                pub(crate) fn swap(&self, value: $int, order: Ordering) -> $int {
+                    self.0.swap(value, order)
+                }
+                #[inline(always)]
+                pub(crate) fn compare_exchange(
+                    &self,
+                    current: $int,
+                    new: $int,
+                    success: Ordering,
+                    failure: Ordering,
+                ) -> Result<$int, $int> {
+                    self.0.compare_exchange(current, new, success, failure)
+                }
+                #[inline(always)]
+                pub(crate) fn compare_exchange_weak(
+                    &self,
+                    current: $int,
+                    new: $int,
+                    success: Ordering,
+                    failure: Ordering,
+                ) -> Result<$int, $int> {
+                    self.0.compare_exchange_weak(current, new, success, failure)
+                }
+                #[inline(always)]
+                pub(crate) fn fetch_add(&self, value: $int, order: Ordering) -> $int {
+                    self.0.fetch_add(value, order)
+                }
+                #[inline(always)]
+                pub(crate) fn fetch_sub(&self, value: $int, order: Ordering) -> $int {
+                    self.0.fetch_sub(value, order)
+                }
+                #[inline(always)]
+                pub(crate) fn fetch_or(&self, value: $int, order: Ordering) -> $int {
+                    self.0.fetch_or(value, order)
+                }
+                #[inline(always)]
+                pub(crate) fn fetch_and(&self, value: $int, order: Ordering) -> $int {
+                    self.0.fetch_and(value, order)
+                }
+                #[inline(always)]
+                pub(crate) fn fetch_update(
+                    &self,
+                    set: Ordering,
+                    fetch: Ordering,
+                    f: impl FnMut($int) -> Option<$int>,
+                ) -> Result<$int, $int> {
+                    self.0.fetch_update(set, fetch, f)
+                }
+            }
+        };
+    }
+
+    atomic_int!(AtomicU8, u8);
+    atomic_int!(AtomicU64, u64);
+    atomic_int!(AtomicUsize, usize);
+
+    #[repr(transparent)]
+    #[derive(Debug, Default)]
+    pub(crate) struct AtomicBool(atomic::AtomicBool);
+
+    impl AtomicBool {
+        pub(crate) const fn new(value: bool) -> Self {
+            Self(atomic::AtomicBool::new(value))
+        }
+        #[inline(always)]
+        pub(crate) fn load(&self, order: Ordering) -> bool {
+            self.0.load(order)
+        }
+        #[inline(always)]
+        pub(crate) fn store(&self, value: bool, order: Ordering) {
+            self.0.store(value, order)
+        }
+    }
+
+    #[repr(transparent)]
+    #[derive(Debug)]
+    pub(crate) struct AtomicPtr<T>(atomic::AtomicPtr<T>);
+
+    impl<T> AtomicPtr<T> {
+        pub(crate) const fn new(value: *mut T) -> Self {
+            Self(atomic::AtomicPtr::new(value))
+        }
+        #[inline(always)]
+        pub(crate) fn load(&self, order: Ordering) -> *mut T {
+            self.0.load(order)
+        }
+        #[inline(always)]
+        pub(crate) fn store(&self, value: *mut T, order: Ordering) {
+            self.0.store(value, order)
+        }
+        #[inline(always)]
+        pub(crate) fn swap(&self, value: *mut T, order: Ordering) -> *mut T {
+            self.0.swap(value, order)
+        }
+        #[inline(always)]
+        pub(crate) fn compare_exchange(
+            &self,
+            current: *mut T,
+            new: *mut T,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<*mut T, *mut T> {
+            self.0.compare_exchange(current, new, success, failure)
+        }
+        #[inline(always)]
+        pub(crate) fn compare_exchange_weak(
+            &self,
+            current: *mut T,
+            new: *mut T,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<*mut T, *mut T> {
+            self.0.compare_exchange_weak(current, new, success, failure)
+        }
+    }
+}
 
 /// `std`'s `UnsafeCell` with loom's access API (`with` / `with_mut`), so the same code compiles
 /// against both. Loom's own cell tracks every access and reports unsynchronised ones.

@@ -11,19 +11,26 @@
 //! An actor that never receives a message never allocates a block.
 //!
 //! # The tail word and who schedules
-//! `tail` holds the index of the next free slot (shifted left by [`SHIFT`]) and three flags:
+//! `tail` holds the index of the next free slot (shifted left by [`SHIFT`]) and five flags:
 //!
-//! | flag       | set by                               | cleared by                          |
-//! |------------|--------------------------------------|-------------------------------------|
-//! | `IDLE`     | the consumer, when it finds nothing  | the first producer or signaller     |
-//! | `SIGNALED` | a signaller (stop, child stopped...) | the consumer, before it reads them  |
-//! | `CLOSED`   | the consumer, when the actor stops   | never                               |
-//! | `TERMINATED` | the consumer, in the actor's last turn | never                            |
+//! | flag         | set by                                   | cleared by                        |
+//! |--------------|------------------------------------------|-----------------------------------|
+//! | `IDLE`       | the consumer, when it has nothing to do  | the first producer or signaller   |
+//! | `HOLD`       | the consumer, with `IDLE`, when it idles with messages it will not take yet (suspended, awaiting) | whoever clears `IDLE` |
+//! | `SIGNALED`   | a signaller (stop, child stopped...)     | the consumer, before it reads them |
+//! | `CLOSED`     | the consumer, when the actor stops       | never                             |
+//! | `TERMINATED` | the consumer, in the actor's last turn   | never                             |
 //!
-//! Legal combinations: `IDLE` and `SIGNALED` are never both set (a signaller clears `IDLE` as it
-//! sets `SIGNALED`); once `CLOSED` is set no producer claims a slot (a stopping actor still
-//! takes signals, e.g. from children reporting they stopped); `TERMINATED` comes only after
-//! `CLOSED`, and then nothing schedules the owner again and `IDLE` is never set.
+//! Legal combinations: `HOLD` only with `IDLE` (both are cleared by the same compare-and-swap);
+//! `IDLE` and `SIGNALED` are never both set (a signaller clears `IDLE` as it sets `SIGNALED`);
+//! once `CLOSED` is set no producer claims a slot (a stopping actor still takes signals, e.g.
+//! from children reporting they stopped); `TERMINATED` comes only after `CLOSED`, and then
+//! nothing schedules the owner again and `IDLE` is never set.
+//!
+//! A hand-off (a message given to an idle owner with its turn, bypassing the slots; see
+//! `raw/cell.rs`) is allowed only by [`Mailbox::wake_idle`], which succeeds only when `IDLE` is
+//! set, `HOLD` is not, and every claimed slot has been read: the owner said, as it went idle,
+//! that it would take the next message at once, and nothing queued can be overtaken.
 //!
 //! The producer whose compare-and-swap cleared `IDLE` is the one and only party that schedules
 //! the actor (the same rule as Pony's `messageq.c`, where `push` reports "was empty"). The
@@ -52,8 +59,12 @@ const SIGNALED: usize = 1 << 1;
 const CLOSED: usize = 1 << 2;
 /// The owner is gone: no more signals, never scheduled again.
 const TERMINATED: usize = 1 << 3;
+/// Set with `IDLE`: the owner holds its messages (suspended or awaiting), so no hand-off.
+const HOLD: usize = 1 << 4;
+/// Cleared together by whoever wakes the owner.
+const ASLEEP: usize = IDLE | HOLD;
 /// Slot indices are stored above the flags.
-const SHIFT: usize = 4;
+const SHIFT: usize = 5;
 const FLAGS: usize = (1 << SHIFT) - 1;
 const ONE: usize = 1 << SHIFT;
 
@@ -205,7 +216,7 @@ impl<T> Mailbox<T> {
             // AcqRel: as in `push_slow`.
             && self
                 .tail
-                .compare_exchange_weak(tail, (tail + ONE) & !IDLE, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange_weak(tail, (tail + ONE) & !ASLEEP, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         {
             // SAFETY: as in `push_slow`: the compare-and-swap claimed slot `offset` of the live
@@ -293,7 +304,7 @@ impl<T> Mailbox<T> {
                 }
             }
 
-            let new_tail = (tail + ONE) & !IDLE;
+            let new_tail = (tail + ONE) & !ASLEEP;
             // AcqRel: Acquire pairs with the consumer's Release when it set IDLE (so this
             // producer, if it schedules, sees the actor's state as the last turn left it);
             // Release publishes the claim to the producer that installs the next block.
@@ -348,12 +359,13 @@ impl<T> Mailbox<T> {
             if tail & CLOSED != 0 {
                 return Err(Closed(()));
             }
-            if tail & IDLE == 0 {
+            if tail & ASLEEP != IDLE {
+                // Running, or asleep holding its messages (suspended, awaiting): send through
+                // the mailbox.
                 return Ok(false);
             }
             if tail & !FLAGS != self.head.load(Ordering::Relaxed) {
-                // Idle with messages still queued (a suspended actor): a hand-off would overtake
-                // them, so send through the mailbox instead.
+                // Messages still queued: a hand-off would overtake them.
                 return Ok(false);
             }
             // AcqRel, as in `push`: Acquire pairs with the consumer's Release when it went idle.
@@ -369,10 +381,10 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// True if the owner looks idle (a hint: it may change at once).
+    /// True if the owner looks idle and ready for a hand-off (a hint: it may change at once).
     #[inline]
-    pub(crate) fn looks_idle(&self) -> bool {
-        self.tail.load(Ordering::Relaxed) & IDLE != 0
+    pub(crate) fn looks_open_idle(&self) -> bool {
+        self.tail.load(Ordering::Relaxed) & ASLEEP == IDLE
     }
 
     /// Sets `SIGNALED`, waking the owner if idle. Returns `Ok(true)` when the caller must
@@ -383,7 +395,7 @@ impl<T> Mailbox<T> {
             if tail & TERMINATED != 0 {
                 return Err(Closed(()));
             }
-            let new_tail = (tail | SIGNALED) & !IDLE;
+            let new_tail = (tail | SIGNALED) & !ASLEEP;
             if new_tail == tail {
                 return Ok(false);
             }
@@ -412,6 +424,11 @@ impl<T> Mailbox<T> {
     /// True once the mailbox is closed.
     pub(crate) fn is_closed(&self) -> bool {
         self.tail.load(Ordering::Acquire) & CLOSED != 0
+    }
+
+    /// True once the owner has terminated.
+    pub(crate) fn is_terminated(&self) -> bool {
+        self.tail.load(Ordering::Acquire) & TERMINATED != 0
     }
 
     /// Opens the consumer side for one turn.
@@ -581,9 +598,11 @@ impl<T> Consumer<'_, T> {
         self.released
     }
 
-    /// Marks the owner idle although messages may be waiting (a suspended actor waiting for a
-    /// signal): succeeds unless a signal is pending. The next push or signal wakes it.
-    pub(crate) fn try_idle_keeping_messages(&mut self) -> bool {
+    /// Marks the owner idle and holding: messages may be waiting, and it takes none until a
+    /// signal changes its state (a suspended actor waiting for its restart, an actor awaiting a
+    /// future). Succeeds unless a signal is pending. The next push or signal wakes it; no
+    /// hand-off is given to it (`HOLD`).
+    pub(crate) fn try_idle_holding(&mut self) -> bool {
         self.publish();
         let tail = self.mailbox.tail.load(Ordering::Relaxed);
         if tail & (SIGNALED | IDLE) != 0 {
@@ -593,7 +612,7 @@ impl<T> Consumer<'_, T> {
         self.released = self
             .mailbox
             .tail
-            .compare_exchange(tail, tail | IDLE, Ordering::AcqRel, Ordering::Relaxed)
+            .compare_exchange(tail, tail | ASLEEP, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok();
         self.released
     }
@@ -713,6 +732,7 @@ impl<T> Drop for Mailbox<T> {
 }
 
 #[cfg(all(test, not(troupe_loom)))]
+#[allow(clippy::disallowed_types)] // the tests count with std atomics, outside any model
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize as StdAtomicUsize;

@@ -1,19 +1,22 @@
 //! Counters a user can read at run time, per actor and per pool.
 //!
-//! They cost the hot path almost nothing: an actor adds the messages a turn handled once per
-//! turn (one relaxed add), restarts and drops are counted where they happen (rare), and time in
-//! handlers is measured only for actors spawned with `SpawnOptions::measure_time`.
+//! They cost the hot path almost nothing: a turn adds the messages it handled once, before it
+//! goes idle (a plain store: only turns write it), restarts and drops are counted where they
+//! happen (rare), and time in handlers is measured only for actors spawned with
+//! `SpawnOptions::measure_time`.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::actor::Actor;
-use crate::cell::ActorCell;
+use crate::life::ActorCell;
+use crate::loom::Ordering;
 
 /// An actor's counters at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ActorMetrics {
-    /// Messages its handlers have handled.
+    /// Messages its handlers have handled (counted at the end of each turn; a message whose
+    /// handler panicked is not counted).
     pub processed: u64,
     /// Messages waiting in its mailbox (approximate).
     pub mailbox_len: usize,
@@ -30,15 +33,15 @@ pub struct ActorMetrics {
 }
 
 pub(crate) fn actor_metrics<A: Actor>(cell: &ActorCell<A>) -> ActorMetrics {
-    let extras = cell.extras.get();
+    let extras = cell.shared.extras.get();
     let mut m = ActorMetrics {
-        processed: cell.processed.load(Ordering::Relaxed),
-        mailbox_len: cell.mailbox.len(),
+        processed: cell.processed(),
+        mailbox_len: cell.mailbox_len(),
         restarts: extras.map_or(0, |e| e.restarts.load(Ordering::Relaxed)),
-        stopped: cell.is_stopped(),
+        stopped: cell.is_closed(),
         ..ActorMetrics::default()
     };
-    if let Some(bound) = &cell.bound {
+    if let Some(bound) = &cell.shared.bound {
         m.mailbox_len = bound.len();
         m.rejected = bound.rejected.load(Ordering::Relaxed);
         m.dropped = bound.dropped.load(Ordering::Relaxed);
@@ -53,6 +56,7 @@ pub(crate) fn actor_metrics<A: Actor>(cell: &ActorCell<A>) -> ActorMetrics {
 
 /// A pool's counters at one moment.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct PoolMetrics {
     /// The pool's name (`default`, `blocking`, or one given to `SystemBuilder::pool`).
     pub name: String,

@@ -1,15 +1,17 @@
 //! The named registry: find an actor by name. A name is released when its actor stops.
+//!
+//! Entries hold the actor's address type-erased (`Any`), so lookups are typed: asking for the
+//! wrong actor type finds nothing. The typed front is in `system.rs` and `context.rs`.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::actor::Actor;
-use crate::addr::Addr;
-use crate::system::ActorId;
+use crate::id::ActorId;
 
 /// Why a name could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegistryError {
     /// Another live actor holds the name; unregister it first or pick another.
     #[error("the name `{0}` is taken by a live actor")]
@@ -21,11 +23,11 @@ pub enum RegistryError {
 
 struct Entry {
     id: ActorId,
-    /// An `Addr<A>` for the registered actor's `A`.
+    /// The registered actor's address (an `Addr<A>` for its `A`).
     addr: Arc<dyn Any + Send + Sync>,
 }
 
-/// Name → actor. Lookups are typed: asking for the wrong actor type finds nothing.
+/// Name → actor.
 #[derive(Default)]
 pub(crate) struct Names {
     map: Mutex<HashMap<String, Entry>>,
@@ -33,39 +35,28 @@ pub(crate) struct Names {
 
 impl Names {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        // Every critical section is one map operation: a poisoned lock is still consistent.
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn register<A: Actor>(
+    /// Claims `name` for the actor `id`, whose address is `addr`.
+    pub(crate) fn claim(
         &self,
         name: &str,
-        addr: &Addr<A>,
+        id: ActorId,
+        addr: Arc<dyn Any + Send + Sync>,
     ) -> Result<(), RegistryError> {
-        {
-            let mut map = self.lock();
-            if map.contains_key(name) {
-                return Err(RegistryError::Taken(name.to_owned()));
-            }
-            map.insert(
-                name.to_owned(),
-                Entry {
-                    id: addr.id(),
-                    addr: Arc::new(addr.clone()),
-                },
-            );
+        let mut map = self.lock();
+        if map.contains_key(name) {
+            return Err(RegistryError::Taken(name.to_owned()));
         }
-        // Remember the name on the actor, so its end releases it; if it already ended, undo.
-        if !addr.remember_name(name) {
-            self.release(name, addr.id());
-            return Err(RegistryError::Stopped(name.to_owned()));
-        }
+        map.insert(name.to_owned(), Entry { id, addr });
         Ok(())
     }
 
-    pub(crate) fn lookup<A: Actor>(&self, name: &str) -> Option<Addr<A>> {
-        self.lock()
-            .get(name)
-            .and_then(|entry| entry.addr.downcast_ref::<Addr<A>>().cloned())
+    /// The address registered under `name`, if any.
+    pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn Any + Send + Sync>> {
+        self.lock().get(name).map(|entry| entry.addr.clone())
     }
 
     /// Removes `name` if it still belongs to `id`.
@@ -83,6 +74,9 @@ impl Names {
 
     /// Drops every entry (shutdown): the addresses they hold must not outlive the system.
     pub(crate) fn clear(&self) {
-        self.lock().clear();
+        let entries = std::mem::take(&mut *self.lock());
+        // Dropped outside the lock: dropping an address may end an actor, which releases its
+        // names here.
+        drop(entries);
     }
 }

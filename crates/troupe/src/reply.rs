@@ -2,41 +2,60 @@
 //!
 //! `Addr::ask` sends the request together with a [`ReplySender`] and returns an [`Ask`]. The
 //! sender fills the shared slot exactly once: with the handler's reply, or, if it is dropped
-//! unused (the actor stopped, or the handler panicked), with the matching [`AskError`]. So an
-//! asker always gets an answer and never hangs on a dead actor.
+//! unused, with the matching [`AskError`] (the actor stopped, the handler panicked, a bounded
+//! mailbox dropped the request). So an asker always gets an answer and never hangs on a dead
+//! actor.
 //!
 //! The same slot serves three ways of waiting:
 //! - `.await` (it is a `Future`): the slot keeps the task's `Waker`;
 //! - [`Ask::wait`] / [`Ask::wait_timeout`] from a plain thread: a condition variable;
-//! - [`Ask::pipe_to`]: the reply is delivered to another actor as a message, through a callback
-//!   stored in the slot (run by whichever side comes second).
+//! - [`Ask::pipe_to`](crate::Ask::pipe_to): the reply is delivered to another actor as a
+//!   message, through a callback stored in the slot (run by whichever side comes second).
 //!
-//! The slot is a mutex around a small state machine. Asks are far rarer than tells in every
-//! workload we measure; the mutex is uncontended (one filler, one waiter) and keeps the
-//! three waiting styles easy to prove correct.
+//! # States
+//! `Waiting` → `Done` (filled, not yet taken) → `Taken`; or `Waiting` → `Abandoned` when the
+//! `Ask` is dropped first, after which a fill drops its result at once (nobody will take it).
+//! The first fill wins: a reply, a timeout, or the sender dropped unused; later ones are
+//! dropped.
+//!
+//! # Timeouts
+//! `ask_timeout` arms a timer that fills the slot with [`AskError::Timeout`]. The slot keeps
+//! the timer's id while it waits, and whatever ends the wait (a fill, or the `Ask` dropped)
+//! cancels it, so an answered ask does not keep its timer (nor, through it, its slot) until
+//! the deadline. The timer holds the slot weakly.
+//!
+//! The slot is a mutex around that state machine (one filler, one waiter: uncontended), and
+//! a condition variable for blocking waits; both come from `crate::loom`, and a loom model
+//! checks a fill racing each way of waiting.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Weak};
 use std::task::{Context as TaskContext, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::error::AskError;
-// A mutex is not a lock-free part, so it is not model-checked; `std` is used directly.
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use crate::id::ActorId;
+use crate::loom::{Condvar, Mutex, MutexGuard};
+use crate::role;
+use crate::timer::{TimerHandle, TimerId};
 
 type Forward<R> = Box<dyn FnOnce(Result<R, AskError>) + Send>;
 
 enum State<R> {
-    /// No reply yet; who to tell when it comes.
+    /// No reply yet; who to tell when it comes, and the timer to cancel then.
     Waiting {
         waker: Option<Waker>,
         forward: Option<Forward<R>>,
+        timer: Option<(TimerHandle, TimerId)>,
     },
     /// The reply (or the reason there is none), not yet taken.
     Done(Result<R, AskError>),
     /// The result was taken (or forwarded).
     Taken,
+    /// The `Ask` was dropped before a reply came: a fill drops its result.
+    Abandoned,
 }
 
 struct Slot<R> {
@@ -47,19 +66,21 @@ struct Slot<R> {
 impl<R> Slot<R> {
     fn lock(&self) -> MutexGuard<'_, State<R>> {
         // A panic while holding this lock cannot leave the state half-written (every update is
-        // a single assignment), so a poisoned lock is still consistent.
+        // a single assignment, and no user code runs under it), so a poisoned lock is still
+        // consistent.
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-/// Creates a connected sender and asker.
-pub(crate) fn channel<R>() -> (ReplySender<R>, Ask<R>) {
+/// Creates a connected sender and asker for a request to actor `target`.
+pub(crate) fn channel<R>(target: ActorId) -> (ReplySender<R>, Ask<R>) {
     let slot = Arc::new(Slot {
         state: Mutex::new(State::Waiting {
             waker: None,
             forward: None,
+            timer: None,
         }),
         filled: Condvar::new(),
     });
@@ -67,7 +88,10 @@ pub(crate) fn channel<R>() -> (ReplySender<R>, Ask<R>) {
         ReplySender {
             slot: Some(slot.clone()),
         },
-        Ask { slot },
+        Ask {
+            slot: Some(slot),
+            target,
+        },
     )
 }
 
@@ -84,10 +108,8 @@ impl<R> ReplySender<R> {
             fill(&slot, Ok(reply));
         }
     }
-}
 
-impl<R> ReplySender<R> {
-    /// Fails the ask with `reason` (the request was not sent).
+    /// Fails the ask with `reason` (the request was refused or dropped).
     pub(crate) fn fail(mut self, reason: AskError) {
         if let Some(slot) = self.slot.take() {
             fill(&slot, Err(reason));
@@ -98,6 +120,8 @@ impl<R> ReplySender<R> {
 impl<R> Drop for ReplySender<R> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
+            // Dropped while its handler unwinds: the handler panicked. Otherwise the request
+            // was dropped unhandled by a stopping actor (other reasons use `fail`).
             let reason = if std::thread::panicking() {
                 AskError::Panicked
             } else {
@@ -108,25 +132,43 @@ impl<R> Drop for ReplySender<R> {
     }
 }
 
+/// Fills the slot unless it was filled already; wakes or forwards to whoever waits, and
+/// cancels the timeout's timer. User code (the forward, the result's destructor) runs after
+/// the lock is released.
 fn fill<R>(slot: &Slot<R>, result: Result<R, AskError>) {
     let mut state = slot.lock();
     match std::mem::replace(&mut *state, State::Taken) {
-        State::Waiting { waker, forward } => {
+        State::Waiting {
+            waker,
+            forward,
+            timer,
+        } => {
             if let Some(forward) = forward {
                 drop(state);
+                cancel(timer);
                 forward(result);
                 return;
             }
             *state = State::Done(result);
             drop(state);
             slot.filled.notify_all();
+            cancel(timer);
             if let Some(waker) = waker {
                 waker.wake();
             }
         }
-        // The first fill wins (the reply, a timeout, or the sender dropped unused); later
-        // ones are ignored.
-        done @ (State::Done(_) | State::Taken) => *state = done,
+        other => {
+            // Filled already (the first fill wins), or abandoned: this result is dropped.
+            *state = other;
+            drop(state);
+            drop(result);
+        }
+    }
+}
+
+fn cancel(timer: Option<(TimerHandle, TimerId)>) {
+    if let Some((timers, id)) = timer {
+        timers.cancel(id);
     }
 }
 
@@ -134,111 +176,214 @@ fn fill<R>(slot: &Slot<R>, result: Result<R, AskError>) {
 ///
 /// Await it, block on it from a thread ([`wait`](Ask::wait), [`wait_timeout`](Ask::wait_timeout)),
 /// or have it delivered to an actor as a message ([`pipe_to`](Ask::pipe_to)). Dropping it
-/// abandons the reply (the request is still handled).
+/// abandons the reply (the request is still handled; its reply is dropped).
 #[must_use = "an ask does nothing useful unless its reply is awaited, waited for or piped"]
 pub struct Ask<R> {
-    slot: Arc<Slot<R>>,
+    /// `None` once the result has been taken or handed to a forward.
+    slot: Option<Arc<Slot<R>>>,
+    /// The actor asked (a thread-backed actor waiting on itself would never wake).
+    target: ActorId,
 }
 
 impl<R> fmt::Debug for Ask<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Ask(..)")
+        write!(f, "Ask(to actor {})", self.target)
     }
 }
 
-/// Fails a pending ask from elsewhere (a timer) unless it was answered first.
-pub(crate) struct Expirer<R> {
-    slot: Arc<Slot<R>>,
-}
-
-impl<R> Expirer<R> {
-    pub(crate) fn expire(self, reason: AskError) {
-        fill(&self.slot, Err(reason));
+impl<R: Send + 'static> Ask<R> {
+    /// Arms a timer that fails this ask with `AskError::Timeout(timeout)` unless it is
+    /// answered first; whatever ends the wait cancels the timer.
+    pub(crate) fn with_timeout(self, timers: &TimerHandle, timeout: Duration) -> Self {
+        let Some(slot) = &self.slot else {
+            return self;
+        };
+        let weak: Weak<Slot<R>> = Arc::downgrade(slot);
+        let id = timers.schedule(
+            timeout,
+            Box::new(move || {
+                if let Some(slot) = weak.upgrade() {
+                    fill(&slot, Err(AskError::Timeout(timeout)));
+                }
+            }),
+        );
+        let armed = {
+            let mut state = slot.lock();
+            if let State::Waiting { timer, .. } = &mut *state {
+                *timer = Some((timers.clone(), id));
+                true
+            } else {
+                false
+            }
+        };
+        if !armed {
+            // Answered (or timed out) already: the timer has nothing left to do.
+            timers.cancel(id);
+        }
+        self
     }
 }
 
 impl<R> Ask<R> {
-    pub(crate) fn expirer(&self) -> Expirer<R> {
-        Expirer {
-            slot: self.slot.clone(),
+    fn take_slot(&mut self) -> Arc<Slot<R>> {
+        self.slot.take().expect(
+            "an Ask's result is taken once (it is consumed by wait, or polled to completion)",
+        )
+    }
+
+    /// Refuses to block a thread that the system needs to make progress: a worker of a pool
+    /// (the reply may have to be computed on this very thread, or by an actor queued behind
+    /// it), or the thread of the actor being asked.
+    fn check_may_block(&self) {
+        match role::current() {
+            role::Role::Worker { may_block: false } => panic!(
+                "Ask::wait called inside a handler on a troupe worker: blocking the worker could \
+                 deadlock the pool (the reply may need this very thread). Use `.pipe_to(..)`, \
+                 `ctx.await_then(..)`, or run this actor on `Placement::Thread` or the \
+                 `blocking` pool"
+            ),
+            role::Role::Actor(me) if me == self.target => panic!(
+                "Ask::wait: actor {me} waits for its own reply, which it can never handle while \
+                 it waits"
+            ),
+            _ => {}
         }
     }
 
     /// Blocks the calling thread until the reply arrives or the actor stops.
     ///
-    /// Do not call this from inside a handler on a shared pool: it would hold a worker thread
-    /// (use `pipe_to`, or a dedicated thread, instead).
-    pub fn wait(self) -> Result<R, AskError> {
-        let mut state = self.slot.lock();
+    /// # Panics
+    /// If called inside a handler running on a worker of a troupe pool (other than the
+    /// `blocking` pool): blocking a worker can deadlock it, since the reply may have to be
+    /// computed by an actor waiting behind this one on the same thread. Use
+    /// [`pipe_to`](Ask::pipe_to), `Context::await_then`, or place the actor on its own thread
+    /// (`Placement::Thread`) or on the `blocking` pool. Also if an actor on its own thread
+    /// waits for a reply from itself.
+    pub fn wait(mut self) -> Result<R, AskError> {
+        self.check_may_block();
+        let slot = self.take_slot();
+        let mut state = slot.lock();
         loop {
             match std::mem::replace(&mut *state, State::Taken) {
                 State::Done(result) => return result,
                 waiting @ State::Waiting { .. } => {
                     *state = waiting;
-                    state = self
-                        .slot
+                    state = slot
                         .filled
                         .wait(state)
                         .unwrap_or_else(|poisoned| poisoned.into_inner());
                 }
-                State::Taken => unreachable!("an Ask is the only taker of its slot"),
+                State::Taken | State::Abandoned => {
+                    unreachable!("an Ask is the only taker of its slot")
+                }
             }
         }
     }
 
     /// Blocks the calling thread for at most `timeout`; [`AskError::Timeout`] if no reply came.
-    pub fn wait_timeout(self, timeout: Duration) -> Result<R, AskError> {
+    ///
+    /// # Panics
+    /// As [`wait`](Ask::wait).
+    pub fn wait_timeout(mut self, timeout: Duration) -> Result<R, AskError> {
+        self.check_may_block();
         let deadline = Instant::now() + timeout;
-        let mut state = self.slot.lock();
+        let slot = self.take_slot();
+        let mut state = slot.lock();
         loop {
             match std::mem::replace(&mut *state, State::Taken) {
                 State::Done(result) => return result,
                 waiting @ State::Waiting { .. } => {
-                    *state = waiting;
                     let now = Instant::now();
                     if now >= deadline {
+                        // Given up: a later reply is dropped, and the timer (if any) goes.
+                        let State::Waiting { timer, .. } = waiting else {
+                            unreachable!()
+                        };
+                        *state = State::Abandoned;
+                        drop(state);
+                        cancel(timer);
                         return Err(AskError::Timeout(timeout));
                     }
-                    state = self
-                        .slot
+                    *state = waiting;
+                    state = slot
                         .filled
                         .wait_timeout(state, deadline - now)
                         .unwrap_or_else(|poisoned| poisoned.into_inner())
                         .0;
                 }
-                State::Taken => unreachable!("an Ask is the only taker of its slot"),
+                State::Taken | State::Abandoned => {
+                    unreachable!("an Ask is the only taker of its slot")
+                }
             }
         }
     }
 
     /// Delivers the result to `forward` when it arrives (immediately if it already has), on the
     /// thread that fills the slot. Used to answer to an actor as a message.
-    pub(crate) fn on_reply(self, forward: impl FnOnce(Result<R, AskError>) + Send + 'static) {
-        let mut state = self.slot.lock();
+    pub(crate) fn on_reply(mut self, forward: impl FnOnce(Result<R, AskError>) + Send + 'static) {
+        let slot = self.take_slot();
+        let mut state = slot.lock();
         match std::mem::replace(&mut *state, State::Taken) {
             State::Done(result) => {
                 drop(state);
                 forward(result);
             }
-            State::Waiting { .. } => {
+            State::Waiting { timer, .. } => {
                 *state = State::Waiting {
                     waker: None,
                     forward: Some(Box::new(forward)),
+                    timer,
                 };
             }
-            State::Taken => unreachable!("an Ask is the only taker of its slot"),
+            State::Taken | State::Abandoned => unreachable!("an Ask is the only taker of its slot"),
         }
     }
 }
 
+impl<R> Drop for Ask<R> {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot.take() else {
+            return;
+        };
+        let mut state = slot.lock();
+        match std::mem::replace(&mut *state, State::Abandoned) {
+            State::Waiting { timer, .. } => {
+                drop(state);
+                cancel(timer);
+            }
+            // The reply came and was never taken: dropped now, outside the lock.
+            State::Done(result) => {
+                drop(state);
+                drop(result);
+            }
+            State::Taken | State::Abandoned => {}
+        }
+    }
+}
+
+impl<R> Unpin for Ask<R> {}
+
 impl<R> Future for Ask<R> {
     type Output = Result<R, AskError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let mut state = self.slot.lock();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let slot = self
+            .slot
+            .as_ref()
+            .expect("`Ask` polled after it completed")
+            .clone();
+        let mut state = slot.lock();
         match std::mem::replace(&mut *state, State::Taken) {
-            State::Done(result) => Poll::Ready(result),
-            State::Waiting { waker, forward } => {
+            State::Done(result) => {
+                drop(state);
+                self.slot = None;
+                Poll::Ready(result)
+            }
+            State::Waiting {
+                waker,
+                forward,
+                timer,
+            } => {
                 let waker = match waker {
                     Some(w) if w.will_wake(cx.waker()) => w,
                     _ => cx.waker().clone(),
@@ -246,10 +391,11 @@ impl<R> Future for Ask<R> {
                 *state = State::Waiting {
                     waker: Some(waker),
                     forward,
+                    timer,
                 };
                 Poll::Pending
             }
-            State::Taken => panic!("`Ask` polled after it completed"),
+            State::Taken | State::Abandoned => unreachable!("an Ask is the only taker of its slot"),
         }
     }
 }
@@ -258,23 +404,27 @@ impl<R> Future for Ask<R> {
 mod tests {
     use super::*;
 
+    fn pair<R>() -> (ReplySender<R>, Ask<R>) {
+        channel(ActorId::next())
+    }
+
     #[test]
     fn reply_then_wait() {
-        let (tx, ask) = channel();
+        let (tx, ask) = pair();
         tx.send(5);
         assert_eq!(ask.wait(), Ok(5));
     }
 
     #[test]
     fn dropped_sender_is_stopped() {
-        let (tx, ask) = channel::<u8>();
+        let (tx, ask) = pair::<u8>();
         drop(tx);
         assert_eq!(ask.wait(), Err(AskError::Stopped));
     }
 
     #[test]
     fn timeout_is_typed_and_prompt() {
-        let (_tx, ask) = channel::<u8>();
+        let (_tx, ask) = pair::<u8>();
         let start = Instant::now();
         assert_eq!(
             ask.wait_timeout(Duration::from_millis(20)),
@@ -285,7 +435,7 @@ mod tests {
 
     #[test]
     fn reply_from_another_thread() {
-        let (tx, ask) = channel();
+        let (tx, ask) = pair();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(10));
             tx.send("hi");
@@ -296,15 +446,108 @@ mod tests {
 
     #[test]
     fn forward_before_and_after_fill() {
-        let (tx, ask) = channel();
+        let (tx, ask) = pair();
         let (out_tx, out_rx) = std::sync::mpsc::channel();
         let out = out_tx.clone();
         ask.on_reply(move |r| out.send(r).unwrap());
         tx.send(1);
-        let (tx, ask) = channel();
+        let (tx, ask) = pair();
         tx.send(2);
         ask.on_reply(move |r| out_tx.send(r).unwrap());
         assert_eq!(out_rx.recv().unwrap(), Ok(1));
         assert_eq!(out_rx.recv().unwrap(), Ok(2));
+    }
+
+    /// A reply to an abandoned ask is dropped when it is sent, not kept.
+    #[test]
+    fn abandoned_reply_is_dropped_at_once() {
+        let dropped = Arc::new(std::sync::Mutex::new(0));
+        struct Counted(Arc<std::sync::Mutex<u32>>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                *self.0.lock().unwrap() += 1;
+            }
+        }
+        let (tx, ask) = pair();
+        drop(ask);
+        tx.send(Counted(dropped.clone()));
+        assert_eq!(*dropped.lock().unwrap(), 1);
+        // And a reply that came before the ask was dropped goes with the ask.
+        let (tx, ask) = pair();
+        tx.send(Counted(dropped.clone()));
+        assert_eq!(*dropped.lock().unwrap(), 1);
+        drop(ask);
+        assert_eq!(*dropped.lock().unwrap(), 2);
+    }
+}
+
+/// Model checks: a reply (or the sender dropped) races each way of waiting, and the `Ask`
+/// being dropped; every result is delivered or dropped exactly once, and a blocked waiter is
+/// always woken (loom reports a deadlock otherwise). Run with
+/// `RUSTFLAGS="--cfg troupe_loom" cargo test -p troupe --release --lib loom_`.
+#[cfg(all(test, troupe_loom))]
+mod loom_tests {
+    use super::*;
+    use crate::loom::{thread, Arc as LoomArc, AtomicUsize, Ordering};
+
+    /// Counts its drops.
+    struct Counted(LoomArc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn loom_reply_slot_wait_sees_the_reply() {
+        loom::model(|| {
+            let (tx, ask) = channel::<u32>(ActorId::next());
+            let replier = thread::spawn(move || tx.send(7));
+            assert_eq!(ask.wait(), Ok(7));
+            replier.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_reply_slot_dropped_sender_wakes_waiter() {
+        loom::model(|| {
+            let (tx, ask) = channel::<u32>(ActorId::next());
+            let replier = thread::spawn(move || drop(tx));
+            assert_eq!(ask.wait(), Err(AskError::Stopped));
+            replier.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_reply_slot_forward_runs_once() {
+        loom::model(|| {
+            let (tx, ask) = channel::<u32>(ActorId::next());
+            let got = LoomArc::new(AtomicUsize::new(0));
+            let replier = thread::spawn(move || tx.send(3));
+            let seen = got.clone();
+            ask.on_reply(move |r| {
+                assert_eq!(r, Ok(3));
+                seen.fetch_add(1, Ordering::SeqCst);
+            });
+            replier.join().unwrap();
+            assert_eq!(got.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    #[test]
+    fn loom_reply_slot_abandoned_reply_dropped_once() {
+        loom::model(|| {
+            let drops = LoomArc::new(AtomicUsize::new(0));
+            let (tx, ask) = channel::<Counted>(ActorId::next());
+            let reply = Counted(drops.clone());
+            let replier = thread::spawn(move || tx.send(reply));
+            drop(ask);
+            replier.join().unwrap();
+            assert_eq!(
+                drops.load(Ordering::SeqCst),
+                1,
+                "dropped once, whoever came last"
+            );
+        });
     }
 }

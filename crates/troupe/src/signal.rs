@@ -1,14 +1,21 @@
 //! Control signals: what the runtime and other actors tell an actor outside its mailbox.
 //!
-//! Signals travel on their own lane, a lock-free stack, and are read at the start of every turn,
-//! ahead of messages (stop, a child's failure, a restart order). Setting the mailbox's
-//! `SIGNALED` bit after the push wakes an idle actor, exactly as a message would.
+//! Signals travel on their own lane, a lock-free stack ([`SignalStack`]), and are read ahead of
+//! messages (stop, a child's failure, a restart order). Setting the mailbox's `SIGNALED` bit
+//! after the push wakes an idle actor, exactly as a message would.
+//!
+//! The actor's turn takes the whole stack at once (so there is no ABA problem) as a
+//! [`SignalBatch`] in sending order, and keeps the batch in its own state while it handles the
+//! signals one at a time: if handling one panics (a supervisor strategy, a continuation), the
+//! rest are still there for the next turn. A lost `ChildStopped` would leave a parent waiting
+//! for ever for a child that is gone.
 
+use std::any::Any;
 use std::ptr;
 
+use crate::failure::{Failure, StopReason};
+use crate::id::ActorId;
 use crate::loom::{AtomicPtr, Ordering};
-use crate::supervisor::{Failure, StopReason};
-use crate::system::ActorId;
 
 /// A control signal.
 pub(crate) enum Signal {
@@ -16,18 +23,19 @@ pub(crate) enum Signal {
     Stop,
     /// A child has stopped; `key` is its slot among its parent's children.
     ChildStopped { key: usize, reason: StopReason },
-    /// A child failed (or, if `failure` is `None`, a permanent child stopped itself) and is
-    /// suspended until its parent decides.
-    ChildFailed {
-        key: usize,
-        failure: Option<Failure>,
-    },
-    /// Rebuild yourself from your factory (from the supervisor).
+    /// A child failed (`Failure::Exited` if a permanent child stopped itself) and is suspended
+    /// until its parent decides.
+    ChildFailed { key: usize, failure: Failure },
+    /// Rebuild yourself from your factory (from the supervisor); the failure that caused it,
+    /// if it was yours.
     Restart(Option<Failure>),
     /// An actor linked to this one failed.
     LinkFailed(ActorId),
-    /// A future this actor awaits (holding its mailbox) has finished.
-    Resume,
+    /// The future of `await_then` number `id` finished with `output`.
+    Resume {
+        id: u32,
+        output: Box<dyn Any + Send>,
+    },
 }
 
 struct Node {
@@ -35,11 +43,16 @@ struct Node {
     next: *mut Node,
 }
 
-/// A lock-free stack of signals: any thread pushes, the actor's turn takes all at once (so
-/// there is no ABA problem) and reverses them into sending order.
+/// A lock-free stack of signals: any thread pushes, the actor's turn takes all at once.
 pub(crate) struct SignalStack {
     head: AtomicPtr<Node>,
 }
+
+// SAFETY: the nodes are owned by the stack until `take_all` hands them over whole; signals are
+// `Send` (every variant's data is).
+unsafe impl Send for SignalStack {}
+// SAFETY: as above; `push` and `take_all` are the only operations and both are atomic.
+unsafe impl Sync for SignalStack {}
 
 impl SignalStack {
     pub(crate) fn new() -> Self {
@@ -69,23 +82,132 @@ impl SignalStack {
     }
 
     /// Takes every pushed signal, oldest first.
-    pub(crate) fn take_all(&self) -> Vec<Signal> {
+    pub(crate) fn take_all(&self) -> SignalBatch {
         let mut node = self.head.swap(ptr::null_mut(), Ordering::Acquire);
-        let mut out = Vec::new();
+        // The stack is newest first: reverse the links in place, so the batch is in sending
+        // order and needs no allocation.
+        let mut batch = SignalBatch::new();
+        batch.tail = node;
+        let mut reversed: *mut Node = ptr::null_mut();
         while !node.is_null() {
             // SAFETY: the swap made this thread the owner of the whole list.
-            let boxed = unsafe { Box::from_raw(node) };
-            node = boxed.next;
-            out.push(boxed.signal);
+            let next = unsafe { (*node).next };
+            // SAFETY: as above.
+            unsafe { (*node).next = reversed };
+            reversed = node;
+            node = next;
         }
-        out.reverse();
-        out
+        batch.head = reversed;
+        batch
     }
 }
 
 impl Drop for SignalStack {
     fn drop(&mut self) {
         drop(self.take_all());
+    }
+}
+
+/// Signals taken from a [`SignalStack`], oldest first, owned by the actor's turn.
+pub(crate) struct SignalBatch {
+    head: *mut Node,
+    tail: *mut Node,
+}
+
+// SAFETY: the batch owns its nodes, whose signals are `Send`.
+unsafe impl Send for SignalBatch {}
+
+impl SignalBatch {
+    pub(crate) const fn new() -> Self {
+        Self {
+            head: ptr::null_mut(),
+            tail: ptr::null_mut(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    /// The oldest signal, removed.
+    pub(crate) fn pop(&mut self) -> Option<Signal> {
+        if self.head.is_null() {
+            return None;
+        }
+        // SAFETY: the batch owns every node of its list; each is freed once, here.
+        let node = unsafe { Box::from_raw(self.head) };
+        self.head = node.next;
+        if self.head.is_null() {
+            self.tail = ptr::null_mut();
+        }
+        Some(node.signal)
+    }
+
+    /// Appends `later` (signals sent after these).
+    pub(crate) fn append(&mut self, later: SignalBatch) {
+        let later = std::mem::ManuallyDrop::new(later);
+        if later.head.is_null() {
+            return;
+        }
+        if self.head.is_null() {
+            self.head = later.head;
+        } else {
+            // SAFETY: `tail` is the last node of this batch's own list.
+            unsafe { (*self.tail).next = later.head };
+        }
+        self.tail = later.tail;
+    }
+}
+
+impl Drop for SignalBatch {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
+    }
+}
+
+#[cfg(all(test, not(troupe_loom)))]
+mod tests {
+    use super::*;
+
+    fn stopped(key: usize) -> Signal {
+        Signal::ChildStopped {
+            key,
+            reason: StopReason::Normal,
+        }
+    }
+
+    fn key_of(signal: &Signal) -> usize {
+        match signal {
+            Signal::ChildStopped { key, .. } => *key,
+            _ => unreachable!("only ChildStopped is sent here"),
+        }
+    }
+
+    #[test]
+    fn batches_keep_sending_order_and_append() {
+        let stack = SignalStack::new();
+        for k in 0..3 {
+            stack.push(stopped(k));
+        }
+        let mut batch = stack.take_all();
+        assert!(stack.take_all().is_empty());
+        assert_eq!(batch.pop().as_ref().map(key_of), Some(0));
+        for k in 3..5 {
+            stack.push(stopped(k));
+        }
+        batch.append(stack.take_all());
+        batch.append(SignalBatch::new());
+        let keys: Vec<usize> = std::iter::from_fn(|| batch.pop())
+            .map(|s| key_of(&s))
+            .collect();
+        assert_eq!(keys, [1, 2, 3, 4]);
+        let mut empty = SignalBatch::new();
+        empty.append(stack.take_all());
+        assert!(empty.is_empty());
+        stack.push(stopped(9));
+        empty.append(stack.take_all());
+        assert_eq!(empty.pop().as_ref().map(key_of), Some(9));
+        assert!(empty.pop().is_none());
     }
 }
 
@@ -101,6 +223,12 @@ mod loom_tests {
         match signal {
             Signal::ChildStopped { key, .. } => *key,
             _ => unreachable!("only ChildStopped is sent here"),
+        }
+    }
+
+    fn drain(batch: &mut SignalBatch, into: &mut Vec<usize>) {
+        while let Some(signal) = batch.pop() {
+            into.push(key_of(&signal));
         }
     }
 
@@ -121,11 +249,18 @@ mod loom_tests {
                     })
                 })
                 .collect();
-            let mut seen: Vec<usize> = stack.take_all().iter().map(key_of).collect();
+            let mut seen = Vec::new();
+            // The owner takes a batch, handles one, and keeps the rest across a later take
+            // (as a turn does after a panic).
+            let mut pending = stack.take_all();
+            if let Some(first) = pending.pop() {
+                seen.push(key_of(&first));
+            }
             for sender in senders {
                 sender.join().unwrap();
             }
-            seen.extend(stack.take_all().iter().map(key_of));
+            pending.append(stack.take_all());
+            drain(&mut pending, &mut seen);
             for s in 0..2 {
                 let mine: Vec<usize> = seen.iter().copied().filter(|k| k / 10 == s).collect();
                 assert_eq!(

@@ -1,10 +1,11 @@
 //! The [`System`]: owns the worker pools, the timer wheel and the async runtime; spawns
 //! top-level actors; shuts everything down.
 //!
-//! Top-level actors are registered in a sharded table so shutdown can find them; children are
-//! known to their parents. Shutdown asks every top-level actor to stop (each stops its children
-//! first), waits until the count of live actors reaches zero, then stops and joins the worker
-//! threads, the timer thread, the async runtime and the threads of thread-backed actors.
+//! Shutdown asks every top-level actor to stop (each stops its children first), waits until
+//! the count of live actors reaches zero, then stops and joins the worker threads, the timer
+//! thread, the async runtime and the threads of thread-backed actors. Called from inside an
+//! actor (which cannot stop while its handler waits), it begins the same way and leaves the
+//! waiting and joining to a background thread.
 //!
 //! # Pools
 //! A system has a `default` pool (one worker per core), a `blocking` pool for actors that must
@@ -13,35 +14,27 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::CachePadded;
-
-use crate::actor::Actor;
+use crate::actor::{Actor, Context, Factory};
 use crate::addr::Addr;
 use crate::bounded::{Bound, Overflow};
-use crate::cell::{ActorCell, CellParts, ChildRef, Executor, ParentLink};
+use crate::erased::{ErasedCell, ErasedRef};
 use crate::error::{BuildError, ShutdownError};
+use crate::id::ActorId;
+use crate::lazy::LazyBox;
+use crate::life::{ActorCell, ActorShared, ActorState, ParentLink};
 use crate::metrics::PoolMetrics;
-use crate::names::{Names, RegistryError};
-use crate::scheduler::dedicated::{self, ThreadWaker};
-use crate::scheduler::{self, Pool, PoolShared};
-use crate::signal::Signal;
-use crate::supervisor::Restart;
-use crate::timer::{TimerHandle, TimerService};
-
-/// A process-unique actor id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActorId(u64);
-
-impl fmt::Display for ActorId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+use crate::names::RegistryError;
+use crate::raw::{self, Cell, Runnable, Schedule};
+use crate::role;
+use crate::runtime::SystemShared;
+use crate::scheduler::dedicated::{self, ThreadExecutor};
+use crate::scheduler::{Pool, PoolConfig, PoolShared};
+use crate::signal::{Signal, SignalStack};
+use crate::supervision::Restart;
+use crate::timer::TimerService;
 
 /// Where a spawned actor runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -125,199 +118,121 @@ impl SpawnOptions {
     }
 }
 
-const REGISTRY_SHARDS: usize = 16;
-
-/// What every actor's context and the system handle share.
-pub(crate) struct SystemShared {
-    name: String,
-    /// `default` first, then `blocking`, then the builder's named pools.
-    pools: Vec<(String, Arc<PoolShared>)>,
-    registry: Box<[CachePadded<Mutex<slab::Slab<ChildRef>>>]>,
-    live: CachePadded<AtomicUsize>,
-    all_stopped: (Mutex<()>, Condvar),
-    next_id: AtomicU64,
-    dedicated_threads: Mutex<Vec<JoinHandle<()>>>,
-    shutting_down: AtomicBool,
-    names: Names,
-    timers: TimerHandle,
-    /// The async runtime, started on first use; the system takes it out at shutdown.
-    io_runtime: Mutex<Option<tokio::runtime::Runtime>>,
-    io: OnceLock<tokio::runtime::Handle>,
-    io_threads: usize,
+/// The executor a child of an actor running on `parent` inherits: the parent's pool, if it
+/// runs on one.
+pub(crate) fn inherited_pool(parent: &Arc<dyn Schedule>) -> Option<Arc<dyn Schedule>> {
+    parent.as_any().is::<PoolShared>().then(|| parent.clone())
 }
 
-impl SystemShared {
-    fn next_id(&self) -> ActorId {
-        ActorId(self.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-
-    pub(crate) fn unregister(&self, shard: usize, key: usize) {
-        let mut table = self.registry[shard]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        table.try_remove(key);
-    }
-
-    pub(crate) fn actor_finished(&self) {
-        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // Notify under the lock so a waiter between its check and its wait cannot miss it.
-            let _guard = self.all_stopped.0.lock().unwrap_or_else(|p| p.into_inner());
-            self.all_stopped.1.notify_all();
-        }
-    }
-
-    fn live(&self) -> usize {
-        self.live.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn names(&self) -> &Names {
-        &self.names
-    }
-
-    pub(crate) fn timers(&self) -> &TimerHandle {
-        &self.timers
-    }
-
-    /// The async runtime for I/O (`Context::pipe`, `await_then`), started on first use.
-    pub(crate) fn io(&self) -> &tokio::runtime::Handle {
-        self.io.get_or_init(|| {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(self.io_threads)
-                .thread_name(format!("{}-io", self.name))
-                .enable_all()
-                .build()
-                .expect("could not start the async I/O runtime");
-            let handle = runtime.handle().clone();
-            *self.io_runtime.lock().unwrap_or_else(|p| p.into_inner()) = Some(runtime);
-            handle
-        })
-    }
-
-    fn pool_named(&self, name: &str) -> &Arc<PoolShared> {
-        self.pools
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(&self.pools[0].1, |(_, p)| p)
-    }
-}
-
-/// The pool a child of an actor running on `executor` inherits.
-pub(crate) fn inherited_pool(executor: &Executor) -> Option<Arc<PoolShared>> {
-    match executor {
-        Executor::Pool(pool) => Some(pool.clone()),
-        Executor::Thread(_) => None,
-    }
-}
-
-/// Builds a cell for `actor`, not yet running. The caller registers it, then calls `start`.
+/// Builds a cell for `actor`, not yet running, and the right to run its first turn. The
+/// caller records the cell (registry or parent), then calls `start`.
 pub(crate) fn new_cell<A: Actor>(
     system: &Arc<SystemShared>,
     actor: A,
-    factory: Option<Box<dyn FnMut() -> A + Send>>,
+    factory: Option<Box<Factory<A>>>,
     options: &SpawnOptions,
-    inherited: Option<Arc<PoolShared>>,
+    inherited: Option<Arc<dyn Schedule>>,
     parent: ParentLink,
-) -> Arc<ActorCell<A>> {
-    let executor = match options.placement {
-        Placement::Pool => Executor::Pool(inherited.unwrap_or_else(|| system.pools[0].1.clone())),
-        Placement::Named(name) => Executor::Pool(system.pool_named(name).clone()),
-        Placement::Thread => Executor::Thread(Arc::new(ThreadWaker::new())),
+) -> (Arc<ActorCell<A>>, Runnable) {
+    let executor: Arc<dyn Schedule> = match options.placement {
+        Placement::Pool => inherited.unwrap_or_else(|| system.default_pool().clone()),
+        Placement::Named(name) => match system.pool_named(name) {
+            Some(pool) => pool.clone(),
+            None => {
+                tracing::warn!(
+                    pool = name,
+                    "no pool of that name: the actor goes on `default`"
+                );
+                system.default_pool().clone()
+            }
+        },
+        Placement::Thread => Arc::new(ThreadExecutor::new()),
     };
-    system.live.fetch_add(1, Ordering::AcqRel);
-    let id = system.next_id();
+    system.actor_spawned();
+    let id = ActorId::next();
     tracing::trace!(actor = %id, "spawning");
-    Arc::new(ActorCell::new(CellParts {
-        actor,
-        executor,
-        id,
-        parent,
-        system: system.clone(),
-        factory,
-        restart: options.restart,
+    let shared = ActorShared {
         bound: options
             .bounded
             .map(|(capacity, overflow)| Box::new(Bound::new(capacity, overflow))),
-        timed: options.measure_time,
-    }))
+        signals: SignalStack::new(),
+        parent,
+        system: system.clone(),
+        extras: LazyBox::new(),
+    };
+    let ctx = Context::new(options.measure_time, factory);
+    Cell::new(executor, id, shared, ActorState::new(actor, ctx))
 }
 
-/// Creates the cell's alive reference, registers its name, and schedules its first turn.
+/// Registers the actor's name, if it has one, and runs its first turn on its executor.
 pub(crate) fn start<A: Actor>(
     system: &SystemShared,
     cell: &Arc<ActorCell<A>>,
+    first: Runnable,
     options: &SpawnOptions,
 ) {
     if let Some(name) = &options.name {
         let addr = Addr::from_cell(cell.clone());
-        if let Err(e) = system.names.register(name, &addr) {
+        if let Err(e) = register(system, name, &addr) {
             tracing::warn!(actor = %cell.id(), error = %e, "spawned without its name");
         }
     }
-    // The alive reference: released by the actor's final turn.
-    let alive = Arc::into_raw(cell.clone());
-    debug_assert_eq!(alive, Arc::as_ptr(cell));
-    let raw = cell.raw();
-    match &cell.header_executor() {
-        Executor::Pool(_) => scheduler::schedule(raw),
-        Executor::Thread(waker) => {
-            let name = format!("{}-actor-{}", system.name, cell.id());
-            // SAFETY: freshly built cell, alive reference held, first turn not yet scheduled.
-            match unsafe { dedicated::start(raw, waker.as_ref(), name) } {
-                Ok(handle) => {
-                    let mut threads = system
-                        .dedicated_threads
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner());
-                    threads.retain(|t| !t.is_finished());
-                    threads.push(handle);
-                }
-                Err(e) => {
-                    tracing::error!(actor = %cell.id(), error = %e, "no thread for a thread-backed actor: stopping it");
-                    cell.signal_stop();
-                    // SAFETY: nobody else runs this actor (it has no thread); running its turns
-                    // here until it stops releases the alive reference.
-                    unsafe { while raw.run_catching(usize::MAX) != crate::cell::Turn::Stopped {} }
-                }
-            }
+    let executor = cell.executor();
+    if !executor.as_any().is::<ThreadExecutor>() {
+        first.schedule();
+        return;
+    }
+    let name = format!("{}-actor-{}", system.name, cell.id());
+    match dedicated::start_thread(executor.clone(), cell.id(), name) {
+        Ok(handle) => {
+            system.keep_thread(handle);
+            first.schedule();
+        }
+        Err(e) => {
+            tracing::error!(actor = %cell.id(), error = %e, "no thread for a thread-backed actor: stopping it");
+            cell.signal(Signal::Stop);
+            // Nobody else can run this actor (it has no thread): its turns run here until it
+            // has stopped.
+            raw::run_here(first, usize::MAX);
         }
     }
 }
 
-/// The registry shard the calling thread spawns into. Each thread keeps one (handed out round
-/// robin), so threads spawning at the same time rarely share a lock, and one thread spawning
-/// many actors fills one shard's table in order: a spawn then finds its slot, and the lock,
-/// still in cache (rotating over the shards per spawn made the slot a cache miss each time).
-fn registry_shard() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % REGISTRY_SHARDS;
+/// Registers `addr` under `name`; the name is released when the actor stops.
+pub(crate) fn register<A: Actor>(
+    system: &SystemShared,
+    name: &str,
+    addr: &Addr<A>,
+) -> Result<(), RegistryError> {
+    system
+        .names()
+        .claim(name, addr.id(), Arc::new(addr.clone()))?;
+    // Remember the name on the actor, so its end releases it; if it already ended, undo.
+    if !addr.remember_name(name) {
+        system.names().release(name, addr.id());
+        return Err(RegistryError::Stopped(name.to_owned()));
     }
-    SHARD.with(|s| *s)
+    Ok(())
+}
+
+/// The actor of type `A` registered under `name`, if any.
+pub(crate) fn lookup<A: Actor>(system: &SystemShared, name: &str) -> Option<Addr<A>> {
+    system
+        .names()
+        .get(name)
+        .and_then(|addr| addr.downcast_ref::<Addr<A>>().cloned())
 }
 
 /// Spawns a top-level actor.
 fn spawn_root<A: Actor>(system: &Arc<SystemShared>, actor: A, options: SpawnOptions) -> Addr<A> {
-    let shard = registry_shard();
-    let cell = {
-        let mut table = system.registry[shard]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let entry = table.vacant_entry();
-        let key = entry.key();
-        let cell = new_cell(
-            system,
-            actor,
-            None,
-            &options,
-            None,
-            ParentLink::Root { shard, key },
-        );
-        entry.insert(cell.clone());
-        cell
-    };
-    start(system, &cell, &options);
-    if system.shutting_down.load(Ordering::SeqCst) {
-        cell.signal_stop();
+    let (cell, first) = system.register_root(|root| {
+        let (cell, first) = new_cell(system, actor, None, &options, None, ParentLink::Root(root));
+        let erased: ErasedRef = cell.clone();
+        (erased, (cell, first))
+    });
+    start(system, &cell, first, &options);
+    if system.is_shutting_down() {
+        cell.signal(Signal::Stop);
     }
     Addr::from_cell(cell)
 }
@@ -399,45 +314,47 @@ impl SystemBuilder {
 
     /// Starts the threads.
     pub fn build(self) -> Result<System, BuildError> {
-        let mut pools = vec![Pool::start(&self.name, self.workers, self.throughput)?];
-        pools.push(Pool::start(
-            &format!("{}-blocking", self.name),
-            self.blocking_workers,
-            self.throughput,
-        )?);
+        let mut configs = vec![
+            PoolConfig {
+                name: self.name.clone(),
+                workers: self.workers,
+                throughput: self.throughput,
+                may_block: false,
+            },
+            PoolConfig {
+                name: format!("{}-blocking", self.name),
+                workers: self.blocking_workers,
+                throughput: self.throughput,
+                may_block: true,
+            },
+        ];
         let mut names = vec!["default".to_owned(), "blocking".to_owned()];
         for (name, workers, throughput) in &self.pools {
             if names.contains(name) {
                 return Err(BuildError::Config(format!("two pools named `{name}`")));
             }
-            pools.push(Pool::start(
-                &format!("{}-{name}", self.name),
-                *workers,
-                *throughput,
-            )?);
+            configs.push(PoolConfig {
+                name: format!("{}-{name}", self.name),
+                workers: *workers,
+                throughput: *throughput,
+                may_block: false,
+            });
             names.push(name.clone());
         }
+        let mut pools = Vec::with_capacity(configs.len());
+        for config in &configs {
+            pools.push(Pool::start(config)?);
+        }
         let timer_service = TimerService::start(&self.name)?;
-        let shared = Arc::new(SystemShared {
-            pools: names
+        let shared = Arc::new(SystemShared::new(
+            self.name,
+            names
                 .into_iter()
                 .zip(pools.iter().map(|p| p.shared.clone()))
                 .collect(),
-            name: self.name,
-            registry: (0..REGISTRY_SHARDS)
-                .map(|_| CachePadded::new(Mutex::new(slab::Slab::new())))
-                .collect(),
-            live: CachePadded::new(AtomicUsize::new(0)),
-            all_stopped: (Mutex::new(()), Condvar::new()),
-            next_id: AtomicU64::new(1),
-            dedicated_threads: Mutex::new(Vec::new()),
-            shutting_down: AtomicBool::new(false),
-            names: Names::default(),
-            timers: timer_service.handle(),
-            io_runtime: Mutex::new(None),
-            io: OnceLock::new(),
-            io_threads: self.io_threads,
-        });
+            timer_service.handle(),
+            self.io_threads,
+        ));
         Ok(System {
             shared,
             pools,
@@ -448,8 +365,9 @@ impl SystemBuilder {
 
 /// An actor system: worker pools, a timer wheel, an async runtime, and the actors on them.
 ///
-/// Dropping the system shuts it down (waiting up to 10 s for actors to stop); call
-/// [`shutdown`](System::shutdown) or [`shutdown_timeout`](System::shutdown_timeout) to choose.
+/// Dropping the system shuts it down (waiting up to 10 s for actors to stop; from inside an
+/// actor, in the background); call [`shutdown`](System::shutdown) or
+/// [`shutdown_timeout`](System::shutdown_timeout) to choose.
 pub struct System {
     shared: Arc<SystemShared>,
     pools: Vec<Pool>,
@@ -519,24 +437,24 @@ impl System {
 
     /// Registers `addr` under `name`; the name is released when the actor stops.
     pub fn register<A: Actor>(&self, name: &str, addr: &Addr<A>) -> Result<(), RegistryError> {
-        self.shared.names.register(name, addr)
+        register(&self.shared, name, addr)
     }
 
     /// The actor of type `A` registered under `name`, if any (a name registered for another
     /// actor type is not found).
     pub fn lookup<A: Actor>(&self, name: &str) -> Option<Addr<A>> {
-        self.shared.names.lookup(name)
+        lookup(&self.shared, name)
     }
 
     /// Releases `name`; true if it was registered.
     pub fn unregister(&self, name: &str) -> bool {
-        self.shared.names.unregister(name)
+        self.shared.names().unregister(name)
     }
 
     /// Runs a future to completion on the system's async runtime, blocking the calling thread
     /// (not a worker): for tests, `main`, and bridging plain threads to async sends.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.shared.io().block_on(future)
+        self.shared.block_on(future)
     }
 
     /// Actors spawned and not yet fully stopped.
@@ -552,23 +470,47 @@ impl System {
     /// Counters of every pool.
     pub fn pool_metrics(&self) -> Vec<PoolMetrics> {
         self.shared
-            .pools
+            .pools()
             .iter()
-            .map(|(name, pool)| pool.metrics(name))
+            .map(|(name, pool)| {
+                let c = pool.counters();
+                PoolMetrics {
+                    name: name.clone(),
+                    workers: c.workers,
+                    turns: c.turns,
+                    steals: c.steals,
+                    parks: c.parks,
+                    injected_waiting: c.injected_waiting,
+                }
+            })
             .collect()
     }
 
     /// Stops every actor, waits for all of them, and joins every thread. Waits as long as it
     /// takes; a handler that never returns makes this wait forever (see `shutdown_timeout`).
+    ///
+    /// Called from inside an actor (a handler, or an actor on its own thread), it cannot wait
+    /// (the caller is one of the actors it would wait for): it asks every actor to stop and
+    /// returns at once; a background thread joins the system's threads once every actor,
+    /// the caller included, has stopped.
     pub fn shutdown(mut self) {
-        self.shutdown_inner(None)
-            .expect("no deadline, so no timeout");
+        if role::runs_actors() {
+            self.shutdown_in_background();
+            return;
+        }
+        // Without a deadline, the only outcome is success.
+        let _ = self.shutdown_inner(None);
     }
 
     /// Like [`shutdown`](System::shutdown), but gives up waiting after `timeout`, reporting how
     /// many actors were still running. They are left to finish (they have been asked to stop);
-    /// a background thread then releases the system's threads.
+    /// a background thread then releases the system's threads. Called from inside an actor, it
+    /// begins shutdown as `shutdown` does and returns [`ShutdownError::InsideActor`].
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Result<(), ShutdownError> {
+        if role::runs_actors() {
+            self.shutdown_in_background();
+            return Err(ShutdownError::InsideActor);
+        }
         self.shutdown_inner(Some(timeout))
     }
 
@@ -577,57 +519,29 @@ impl System {
             return Ok(());
         }
         let started = Instant::now();
-        self.shared.shutting_down.store(true, Ordering::SeqCst);
+        self.shared.begin_shutdown();
         tracing::debug!(system = %self.shared.name, "shutting down");
-        let mut guard = self
-            .shared
-            .all_stopped
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        loop {
-            if self.shared.live() == 0 {
-                break;
-            }
-            drop(guard);
-            // Re-sent each round: actors spawned while stopping others are caught too.
-            self.stop_top_level();
-            guard = self
-                .shared
-                .all_stopped
-                .0
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if self.shared.live() == 0 {
-                break;
-            }
-            let mut wait = Duration::from_millis(100);
-            if let Some(limit) = timeout {
-                let waited = started.elapsed();
-                if waited >= limit {
-                    let remaining = self.shared.live();
-                    drop(guard);
-                    self.finish_in_background();
-                    return Err(ShutdownError::Timeout { remaining, waited });
-                }
-                wait = wait.min(limit - waited);
-            }
-            guard = self
-                .shared
-                .all_stopped
-                .1
-                .wait_timeout(guard, wait)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+        if !self.shared.stop_all_and_wait(timeout.map(|t| started + t)) {
+            let remaining = self.shared.live();
+            self.shutdown_in_background();
+            return Err(ShutdownError::Timeout {
+                remaining,
+                waited: started.elapsed(),
+            });
         }
-        drop(guard);
         self.release_threads();
         Ok(())
     }
 
-    /// The actors still running are left to finish; a detached thread waits for them and then
-    /// releases the system's threads, so the caller need not wait and nothing leaks.
-    fn finish_in_background(&mut self) {
+    /// Asks every actor to stop and leaves the rest to a detached thread: it waits for them
+    /// (re-sending stops to actors spawned meanwhile) and then releases the system's threads,
+    /// so the caller need not wait and nothing leaks.
+    fn shutdown_in_background(&mut self) {
+        if self.pools.is_empty() {
+            return;
+        }
+        self.shared.begin_shutdown();
+        self.shared.stop_top_level();
         let mut rest = System {
             shared: self.shared.clone(),
             pools: std::mem::take(&mut self.pools),
@@ -636,26 +550,11 @@ impl System {
         let spawned = std::thread::Builder::new()
             .name(format!("{}-reaper", self.shared.name))
             .spawn(move || {
-                let mut guard = rest
-                    .shared
-                    .all_stopped
-                    .0
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                while rest.shared.live() > 0 {
-                    guard = rest
-                        .shared
-                        .all_stopped
-                        .1
-                        .wait_timeout(guard, Duration::from_millis(100))
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
-                }
-                drop(guard);
+                rest.shared.stop_all_and_wait(None);
                 rest.release_threads();
             });
         if spawned.is_err() {
-            tracing::error!("could not start the thread that finishes a timed-out shutdown");
+            tracing::error!("could not start the thread that finishes a shutdown");
         }
     }
 
@@ -668,46 +567,25 @@ impl System {
         if let Some(timers) = self.timer_service.take() {
             timers.shutdown();
         }
-        self.shared.names.clear();
-        let threads = std::mem::take(
-            &mut *self
-                .shared
-                .dedicated_threads
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        for thread in threads {
+        self.shared.names().clear();
+        for thread in self.shared.take_threads() {
             let _ = thread.join();
         }
         // The async runtime: its remaining tasks hold addresses of stopped actors at most.
-        let runtime = self
-            .shared
-            .io_runtime
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(runtime) = runtime {
+        if let Some(runtime) = self.shared.take_io_runtime() {
             runtime.shutdown_timeout(Duration::from_secs(1));
-        }
-    }
-
-    fn stop_top_level(&self) {
-        for shard in self.shared.registry.iter() {
-            let targets: Vec<ChildRef> = shard
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .map(|(_, cell)| cell.clone())
-                .collect();
-            for cell in targets {
-                cell.signal(Signal::Stop);
-            }
         }
     }
 }
 
 impl Drop for System {
+    /// Shuts the system down as `shutdown_timeout(10 s)` does; from inside an actor, in the
+    /// background (it never blocks an actor's thread).
     fn drop(&mut self) {
-        let _ = self.shutdown_inner(Some(Duration::from_secs(10)));
+        if role::runs_actors() {
+            self.shutdown_in_background();
+        } else {
+            let _ = self.shutdown_inner(Some(Duration::from_secs(10)));
+        }
     }
 }

@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Steady-state messaging allocates nothing: a ring of actors passes a token a million times
 //! while a counting global allocator watches. (One test in this binary, so no other test's
 //! allocations are counted.)

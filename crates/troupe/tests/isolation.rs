@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Isolation and backpressure: pools that cannot starve each other, bounded mailboxes, timers,
 //! the async bridge, watches, links and the registry.
 

@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Lifecycle: hooks, stopping, children, panics, shutdown, and an idle system's CPU use.
 
 mod common;

@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Telling and asking: delivery, order, typed errors, and the three ways to wait for a reply.
 
 mod common;

@@ -1,67 +1,119 @@
 //! Thread-backed actors: the same cell, mailbox and turn, run by an OS thread of its own.
 //!
-//! Scheduling such an actor means unparking its thread; the thread runs turns until the actor
-//! goes idle, then parks. A parker keeps a wake-up token, so an unpark that comes before the
-//! park is not lost.
+//! Scheduling such an actor puts its `Runnable` in the executor's one-entry slot and unparks
+//! the thread; the thread takes it and runs turns until the actor goes idle, then parks. The
+//! slot holds at most one runnable (an actor has at most one), and a parker keeps a wake-up
+//! token, so a wake that comes before the park is not lost.
 
-use std::sync::Mutex;
+use std::any::Any;
+use std::ptr;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_utils::sync::{Parker, Unparker};
 
-use crate::cell::{RawActor, Turn};
 use crate::error::BuildError;
+use crate::id::ActorId;
+use crate::loom::{AtomicPtr, Ordering};
+use crate::raw::{Ran, RunNext, Runnable, Schedule};
+use crate::role::{self, Role};
 
 /// Messages a thread-backed actor handles per turn; it has the thread to itself, so the bound
 /// only sets how often it looks at its signals.
 const THREAD_BUDGET: usize = 1024;
 
-/// The wake-up handle stored in a thread-backed actor's header.
-pub(crate) struct ThreadWaker {
+/// The executor of one thread-backed actor.
+pub(crate) struct ThreadExecutor {
+    /// The actor's runnable, boxed, while it waits for the thread to take it.
+    waiting: AtomicPtr<Runnable>,
     unparker: Unparker,
     /// The parking half, taken by the thread when it starts.
-    parker: Mutex<Option<Parker>>,
+    parker: std::sync::Mutex<Option<Parker>>,
 }
 
-impl ThreadWaker {
+impl ThreadExecutor {
     pub(crate) fn new() -> Self {
         let parker = Parker::new();
         Self {
+            waiting: AtomicPtr::new(ptr::null_mut()),
             unparker: parker.unparker().clone(),
-            parker: Mutex::new(Some(parker)),
+            parker: std::sync::Mutex::new(Some(parker)),
         }
     }
 
-    #[inline]
-    pub(crate) fn wake(&self) {
-        self.unparker.unpark();
+    /// The runnable waiting for the thread, if any.
+    fn take(&self) -> Option<Runnable> {
+        // Acquire pairs with the Release swap in `schedule`.
+        let boxed = self.waiting.swap(ptr::null_mut(), Ordering::Acquire);
+        // SAFETY: a non-null pointer came from `Box::into_raw` in `schedule`, and the swap made
+        // this thread its only owner.
+        (!boxed.is_null()).then(|| *unsafe { Box::from_raw(boxed) })
     }
 }
 
-/// Starts the thread that runs `actor`.
-///
-/// # Safety
-/// `actor` must be a freshly spawned actor whose executor is `waker`, with its alive reference
-/// held and its first turn not yet scheduled; the thread takes over the right to run it.
-pub(crate) unsafe fn start(
-    actor: RawActor,
-    waker: &ThreadWaker,
+impl Drop for ThreadExecutor {
+    fn drop(&mut self) {
+        // Only an actor that never ran can leave its runnable here (its thread failed to
+        // start and it ran elsewhere); the box is freed either way.
+        let _ = self.take();
+    }
+}
+
+/// Starts the thread of the actor `id`, whose executor (a [`ThreadExecutor`]) is `executor`;
+/// it waits for the actor's first runnable (`schedule` it next).
+pub(crate) fn start_thread(
+    executor: Arc<dyn Schedule>,
+    id: ActorId,
     name: String,
 ) -> Result<JoinHandle<()>, BuildError> {
-    let parker = waker
+    let parker = thread_executor(&executor)
         .parker
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take()
-        .expect("a dedicated actor is started once");
-    let handle = std::thread::Builder::new().name(name).spawn(move || loop {
-        // SAFETY: this thread is the only runner of `actor` (function contract), and runs it
-        // only when scheduled: first at start, then after each unpark that follows an Idle.
-        match unsafe { actor.run_catching(THREAD_BUDGET) } {
-            Turn::Idle => parker.park(),
-            Turn::Yield => std::thread::yield_now(),
-            Turn::Stopped => return,
+        .expect("a thread-backed actor's thread is started once");
+    let thread = std::thread::Builder::new().name(name).spawn(move || {
+        let _role = role::enter(Role::Actor(id));
+        let waiting = thread_executor(&executor);
+        loop {
+            let Some(mut runnable) = waiting.take() else {
+                parker.park();
+                continue;
+            };
+            loop {
+                match runnable.run(THREAD_BUDGET, None) {
+                    Ran::Idle => break,
+                    Ran::Yield(again) => runnable = again,
+                    Ran::Stopped => return,
+                }
+            }
         }
     })?;
-    Ok(handle)
+    Ok(thread)
+}
+
+fn thread_executor(executor: &Arc<dyn Schedule>) -> &ThreadExecutor {
+    executor
+        .as_any()
+        .downcast_ref::<ThreadExecutor>()
+        .expect("a thread-backed actor's executor")
+}
+
+impl Schedule for ThreadExecutor {
+    fn schedule(&self, runnable: Runnable) {
+        let boxed = Box::into_raw(Box::new(runnable));
+        // Release pairs with the Acquire swap in `take`. An actor has at most one runnable, so
+        // the slot was empty.
+        let before = self.waiting.swap(boxed, Ordering::Release);
+        debug_assert!(before.is_null(), "an actor has one right to run at a time");
+        self.unparker.unpark();
+    }
+
+    fn run_next(&self) -> Option<&RunNext> {
+        None
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }

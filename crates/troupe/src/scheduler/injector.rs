@@ -24,8 +24,8 @@ use std::collections::VecDeque;
 
 use crossbeam_deque::Worker as LocalQueue;
 
-use crate::cell::RawActor;
 use crate::loom::{AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::raw::Runnable;
 
 /// Most actors a worker moves from the injector into its local queue at once (plus the one it
 /// runs), so one worker does not take everything a burst brought.
@@ -34,7 +34,7 @@ const MAX_BATCH: usize = 32;
 const KEEP_CAPACITY: usize = 4096;
 
 pub(crate) struct Injector {
-    queue: Mutex<VecDeque<RawActor>>,
+    queue: Mutex<VecDeque<Runnable>>,
     /// Entries in `queue`, written under the lock (see the module note).
     len: AtomicUsize,
 }
@@ -47,14 +47,14 @@ impl Injector {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<RawActor>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Runnable>> {
         // Every critical section is one push or one batch move: a poisoned lock is consistent.
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn push(&self, actor: RawActor) {
+    pub(crate) fn push(&self, runnable: Runnable) {
         let mut queue = self.lock();
-        queue.push_back(actor);
+        queue.push_back(runnable);
         // Release: a worker that reads this length (Acquire) and then locks sees the entry;
         // the lock orders it in any case.
         self.len.store(queue.len(), Ordering::Release);
@@ -64,9 +64,9 @@ impl Injector {
     /// [`MAX_BATCH`]) into `local`, oldest first. `workers` is the pool's size.
     pub(crate) fn take_batch(
         &self,
-        local: &LocalQueue<RawActor>,
+        local: &LocalQueue<Runnable>,
         workers: usize,
-    ) -> Option<RawActor> {
+    ) -> Option<Runnable> {
         // Acquire pairs with the Release store in `push`.
         if self.len.load(Ordering::Acquire) == 0 {
             return None;

@@ -1,18 +1,27 @@
-//! The scheduler: pools of worker threads that run actor turns.
+//! The scheduler: pools of worker threads that run actor turns, and actors on threads of their
+//! own. Both are executors: they implement `raw::Schedule`, the only way the layer below
+//! reaches them, and they handle actors only as [`Runnable`]s (the move-only right to run one
+//! turn).
 //!
 //! A pool has one worker per thread. Each worker owns a FIFO run queue (a crossbeam-deque
-//! `Worker`, which other workers steal from), and a one-slot LIFO "next" position; the pool
-//! has a global injector (`injector.rs`) for actors scheduled from outside it.
+//! `Worker`, which other workers steal from), and a run-next position (its LIFO slot,
+//! `raw::RunNext`); the pool has a global injector (`injector.rs`) for actors scheduled from
+//! outside it.
 //!
 //! Where a newly runnable actor goes:
-//! - scheduled by an actor running on a worker of the same pool: into that worker's LIFO slot if
-//!   it is free, so it runs next, on the same core, with the message still in cache; if the slot
-//!   is taken, to the back of the local queue (where other workers can steal it). An actor woken
-//!   from idle this way takes its message with it, not through its mailbox (a hand-off);
-//! - scheduled from anywhere else (a plain thread, another pool, a dedicated actor thread):
-//!   into the injector, and a sleeping worker is woken;
+//! - scheduled by an actor running on a worker of the same pool: into that worker's run-next
+//!   position if it is free, so it runs next, on the same core, with the message still in
+//!   cache; if it is taken, to the back of the local queue (where other workers can steal it).
+//!   An actor woken from idle this way may take its message with it, not through its mailbox
+//!   (a hand-off, see `raw/cell.rs`);
+//! - scheduled from anywhere else (a plain thread, another pool, an actor's own thread, a
+//!   timer): into the injector, and a sleeping worker is woken;
 //! - an actor whose turn used its whole budget (`throughput` messages): to the back of its
 //!   worker's local queue, so others get their turn.
+//!
+//! A pool meant for blocking code (`blocking`) has no run-next position: everything it
+//! schedules goes to a queue other workers can steal from, so a worker blocked in a handler
+//! (an `Ask::wait`, say) never holds back an actor queued behind it.
 //!
 //! Actors placed on their own thread are in [`dedicated`]; parking is in [`idle`] (see its
 //! README for the protocol).
@@ -22,7 +31,7 @@ mod idle;
 mod injector;
 mod worker;
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::any::Any;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -30,11 +39,24 @@ use crossbeam_deque::Stealer;
 use crossbeam_utils::sync::Parker;
 use crossbeam_utils::CachePadded;
 
-use crate::cell::{Executor, RawActor};
 use crate::error::BuildError;
+use crate::loom::{AtomicBool, AtomicU64, Ordering};
+use crate::raw::{RunNext, Runnable, Schedule};
 
 pub(crate) use idle::Idle;
 use injector::Injector;
+
+/// How a pool is set up.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolConfig {
+    /// Thread names are `<name>-<i>`.
+    pub(crate) name: String,
+    pub(crate) workers: usize,
+    /// Messages an actor may handle in one turn before it yields.
+    pub(crate) throughput: usize,
+    /// For blocking code: handlers may block (`Ask::wait`), and there is no run-next position.
+    pub(crate) may_block: bool,
+}
 
 /// State shared by the workers of one pool and by everyone who schedules onto it.
 pub(crate) struct PoolShared {
@@ -42,10 +64,10 @@ pub(crate) struct PoolShared {
     /// this pool changes, off the cache line of the fields idle workers poll.
     _counts_apart: CachePadded<()>,
     injector: Injector,
-    stealers: Box<[Stealer<RawActor>]>,
+    stealers: Box<[Stealer<Runnable>]>,
     idle: Idle,
-    /// Messages an actor may handle in one turn before it yields.
     throughput: usize,
+    may_block: bool,
     shutdown: AtomicBool,
     /// One per worker, written only by that worker.
     counters: Box<[CachePadded<WorkerCounters>]>,
@@ -59,17 +81,26 @@ pub(crate) struct WorkerCounters {
     parks: AtomicU64,
 }
 
+/// A pool's counters at one moment (published by workers every 1024 turns and before they
+/// park).
+pub(crate) struct PoolCounters {
+    pub(crate) workers: usize,
+    pub(crate) turns: u64,
+    pub(crate) steals: u64,
+    pub(crate) parks: u64,
+    pub(crate) injected_waiting: usize,
+}
+
 impl PoolShared {
-    /// The pool's counters (workers publish theirs every 1024 turns and before parking).
-    pub(crate) fn metrics(&self, name: &str) -> crate::metrics::PoolMetrics {
+    /// The pool's counters.
+    pub(crate) fn counters(&self) -> PoolCounters {
         let sum = |f: fn(&WorkerCounters) -> &AtomicU64| -> u64 {
             self.counters
                 .iter()
-                .map(|c| f(c).load(std::sync::atomic::Ordering::Relaxed))
+                .map(|c| f(c).load(Ordering::Relaxed))
                 .sum()
         };
-        crate::metrics::PoolMetrics {
-            name: name.to_owned(),
+        PoolCounters {
             workers: self.stealers.len(),
             turns: sum(|c| &c.turns),
             steals: sum(|c| &c.steals),
@@ -77,11 +108,41 @@ impl PoolShared {
             injected_waiting: self.injector.len(),
         }
     }
+}
 
-    /// Schedules onto this pool from a thread that is not one of its workers.
-    fn inject(&self, actor: RawActor) {
-        self.injector.push(actor);
-        self.idle.notify_one();
+impl Schedule for PoolShared {
+    #[inline]
+    fn schedule(&self, runnable: Runnable) {
+        match worker::local_of(self) {
+            Some(local) => {
+                let runnable = if self.may_block {
+                    runnable
+                } else {
+                    match local.run_next.put(runnable) {
+                        Ok(()) => return,
+                        Err(taken) => taken,
+                    }
+                };
+                local.queue.push(runnable);
+                self.idle.notify_one();
+            }
+            None => {
+                self.injector.push(runnable);
+                self.idle.notify_one();
+            }
+        }
+    }
+
+    #[inline]
+    fn run_next(&self) -> Option<&RunNext> {
+        if self.may_block {
+            return None;
+        }
+        worker::local_of(self).map(|local| &local.run_next)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -92,8 +153,15 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    /// Starts `workers` threads named `<name>-<i>`.
-    pub(crate) fn start(name: &str, workers: usize, throughput: usize) -> Result<Self, BuildError> {
+    /// Starts the pool's threads.
+    pub(crate) fn start(config: &PoolConfig) -> Result<Self, BuildError> {
+        let PoolConfig {
+            name,
+            workers,
+            throughput,
+            may_block,
+        } = config;
+        let (workers, throughput) = (*workers, *throughput);
         if workers == 0 {
             return Err(BuildError::Config(format!(
                 "pool `{name}` needs at least one worker"
@@ -114,6 +182,7 @@ impl Pool {
             stealers: queues.iter().map(|q| q.stealer()).collect(),
             idle: Idle::new(&parkers),
             throughput,
+            may_block: *may_block,
             shutdown: AtomicBool::new(false),
             counters: (0..workers).map(|_| CachePadded::default()).collect(),
         });
@@ -141,9 +210,7 @@ impl Pool {
     }
 
     fn stop_threads(&mut self) {
-        self.shared
-            .shutdown
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.shared.shutdown.store(true, Ordering::SeqCst);
         self.shared.idle.wake_all();
         for handle in self.threads.drain(..) {
             // A worker never panics (turns catch handler panics); if one did, there is nothing
@@ -163,27 +230,5 @@ impl Drop for Pool {
         if !self.threads.is_empty() {
             self.stop_threads();
         }
-    }
-}
-
-/// The calling worker's free LIFO slot for a hand-off (see `ActorCell::push`), if any.
-#[inline]
-pub(crate) fn hand_off_slot(pool: &Arc<PoolShared>) -> Option<worker::HandOff> {
-    worker::hand_off_slot(pool)
-}
-
-/// Makes `actor` runnable on its executor. Called only by the party that cleared the actor's
-/// IDLE bit (or by the spawner, for the first turn).
-#[inline]
-pub(crate) fn schedule(actor: RawActor) {
-    // SAFETY: whoever may schedule the actor holds a reference that keeps it alive (a sender's
-    // `Addr`, the spawner, or the running turn), and the executor never changes.
-    match unsafe { &actor.header().executor } {
-        Executor::Pool(pool) => {
-            if !worker::schedule_local(pool, actor) {
-                pool.inject(actor);
-            }
-        }
-        Executor::Thread(waker) => waker.wake(),
     }
 }

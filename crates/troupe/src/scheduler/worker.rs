@@ -4,33 +4,35 @@
 //! # Order of looking for work
 //! 1. Every [`GLOBAL_INTERVAL`] ticks, the injector first, so actors scheduled from outside are
 //!    not starved by a busy local queue.
-//! 2. The LIFO slot: the first actor the last turn made runnable (with the message handed to
-//!    it, if it was idle; see `ActorCell::push`). Runs of LIFO turns are unbounded while nothing
-//!    else waits; after [`LIFO_STREAK`] in a row, the oldest actor of the local queue goes
-//!    first, and the LIFO task waits in its slot for one tick.
+//! 2. The run-next position (LIFO slot): the first actor the last turn made runnable (with the
+//!    message handed to it, if it was idle; see `raw/run_next.rs`). Runs of LIFO turns are
+//!    unbounded while nothing else waits; after [`LIFO_STREAK`] in a row, the oldest actor of
+//!    the local queue goes first, and the LIFO actor waits in its position for one tick.
 //! 3. The local queue (front).
 //! 4. A batch from the injector.
 //! 5. A batch stolen from another worker, starting at a rotating victim.
+//!
+//! # Panics
+//! A handler's panic never reaches the worker: `Runnable::run` catches it at the turn boundary,
+//! records the failure, and gives the right to run back (`Ran::Yield`), so the actor runs
+//! again and its next turn reports the failure. The worker thread never dies.
 //!
 //! # Shutdown
 //! The pool sets `shutdown` and wakes every worker; a worker exits when it finds no work and
 //! sees the flag. The system stops all actors before it stops the pools, so no runnable actor
 //! is left behind.
 
-use std::cell::{Cell, UnsafeCell};
-use std::mem::MaybeUninit;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::cell::Cell;
 use std::ptr;
-use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crossbeam_deque::{Steal, Worker as LocalQueue};
 use crossbeam_utils::sync::Parker;
 
 use super::PoolShared;
-use crate::cell::{RawActor, Turn};
-use crate::envelope::RawEnvelope;
+use crate::loom::Ordering;
+use crate::raw::{HandedOff, Ran, RunNext, Runnable};
+use crate::role::{self, Role};
 
 /// Ticks between looks at the injector ahead of local work (as async-executor and tokio do).
 const GLOBAL_INTERVAL: u32 = 61;
@@ -39,116 +41,47 @@ const LIFO_STREAK: u32 = 64;
 /// Rounds of stealing before a worker with nothing to do parks.
 const SEARCH_ROUNDS: u32 = 16;
 
-/// An actor to run, and whether a message was handed to it (it waits in `lifo_message`).
-struct Task {
-    actor: RawActor,
-    handoff: bool,
-}
-
 /// What the current thread knows about the worker it is, if any.
-struct Local {
+pub(super) struct Local {
     pool: *const PoolShared,
-    queue: LocalQueue<RawActor>,
-    /// The LIFO slot: the actor to run next...
-    lifo: Cell<Option<RawActor>>,
-    /// ...and whether it was handed a message...
-    lifo_has_message: Cell<bool>,
-    /// ...which waits here until its turn takes it in place (no copies on the hot path).
-    lifo_message: UnsafeCell<MaybeUninit<RawEnvelope>>,
-}
-
-impl Local {
-    #[inline]
-    fn take_lifo(&self) -> Option<Task> {
-        let actor = self.lifo.take()?;
-        Some(Task {
-            actor,
-            handoff: self.lifo_has_message.replace(false),
-        })
-    }
-}
-
-/// The calling thread's worker, if it is one of `pool`'s.
-#[inline]
-fn local_of(pool: &Arc<PoolShared>) -> Option<&'static Local> {
-    let local = CURRENT.with(|current| current.get());
-    if local.is_null() {
-        return None;
-    }
-    // SAFETY: CURRENT is set only by `run` below, to a `Local` that lives on that worker's stack
-    // until `run` returns (and clears CURRENT first); this is that thread, and the reference is
-    // used only within the current call on it (never stored), so 'static does not outlive it.
-    let local = unsafe { &*local };
-    (local.pool == Arc::as_ptr(pool)).then_some(local)
+    pub(super) queue: LocalQueue<Runnable>,
+    pub(super) run_next: RunNext,
 }
 
 thread_local! {
     static CURRENT: Cell<*const Local> = const { Cell::new(ptr::null()) };
 }
 
-/// If the calling thread is a worker of `pool`, makes `actor` runnable there: in the LIFO slot
-/// if it is free (it runs next), else at the back of the local queue (stealable; a sleeping
-/// worker is woken). Returns false if the caller must inject it instead.
+/// The calling thread's worker, if it is one of `pool`'s.
 #[inline]
-pub(super) fn schedule_local(pool: &Arc<PoolShared>, actor: RawActor) -> bool {
-    let Some(local) = local_of(pool) else {
-        return false;
-    };
-    if local.lifo.get().is_none() {
-        local.lifo.set(Some(actor));
-    } else {
-        local.queue.push(actor);
-        pool.idle.notify_one();
+pub(super) fn local_of(pool: &PoolShared) -> Option<&Local> {
+    let local = CURRENT.with(|current| current.get());
+    if local.is_null() {
+        return None;
     }
-    true
-}
-
-/// The calling worker's free LIFO slot, if the caller is a worker of `pool` and the slot is free:
-/// an idle actor of the pool can then be handed a message directly with its next turn.
-#[inline]
-pub(super) fn hand_off_slot(pool: &Arc<PoolShared>) -> Option<HandOff> {
-    local_of(pool)
-        .filter(|local| local.lifo.get().is_none())
-        .map(|local| HandOff {
-            local,
-            _not_send: std::marker::PhantomData,
-        })
-}
-
-/// A free LIFO slot of the current worker (see `hand_off_slot`); used at once, on this thread.
-pub(crate) struct HandOff {
-    local: &'static Local,
-    _not_send: std::marker::PhantomData<*const ()>,
-}
-
-impl HandOff {
-    /// Puts `actor`, just woken from idle by the caller, in the slot with `message`.
-    #[inline]
-    pub(crate) fn give(self, actor: RawActor, message: RawEnvelope) {
-        let local = self.local;
-        debug_assert!(local.lifo.get().is_none(), "the slot was checked free");
-        // SAFETY: the slot is free (no actor in the LIFO slot means no message waiting: a turn
-        // takes its message before running any user code), and only this thread touches it.
-        unsafe { (*local.lifo_message.get()).write(message) };
-        local.lifo_has_message.set(true);
-        local.lifo.set(Some(actor));
-    }
+    // SAFETY: CURRENT is set only by `run` below, to a `Local` that lives on that worker's stack
+    // until `run` returns (and clears CURRENT first); this is that thread. The reference is
+    // tied to `pool`, which the caller holds for the length of its call on this thread, and
+    // `Local` is neither `Send` nor `Sync` (its run-next position), so it cannot leave it.
+    let local = unsafe { &*local };
+    ptr::eq(local.pool, pool).then_some(local)
 }
 
 /// The body of a worker thread.
 pub(super) fn run(
     shared: Arc<PoolShared>,
     index: usize,
-    queue: LocalQueue<RawActor>,
+    queue: LocalQueue<Runnable>,
     parker: Parker,
 ) {
     let local = Local {
         pool: Arc::as_ptr(&shared),
         queue,
-        lifo: Cell::new(None),
-        lifo_has_message: Cell::new(false),
-        lifo_message: UnsafeCell::new(MaybeUninit::uninit()),
+        run_next: RunNext::new(),
     };
+    let _role = role::enter(Role::Worker {
+        may_block: shared.may_block,
+    });
     CURRENT.with(|c| c.set(&local));
     let mut worker = WorkerLoop {
         shared: &shared,
@@ -158,22 +91,11 @@ pub(super) fn run(
         until_global: GLOBAL_INTERVAL,
         lifo_streak: 0,
         searching: true,
-        current: None,
         turns: 0,
         steals: 0,
         parks: 0,
     };
-    // Panics are caught here, once for the whole loop, not around every turn: a handler's
-    // panic unwinds out of `run`, the actor that was running is marked failed and queued again
-    // (its next turn stops it), and the loop resumes. The worker thread never dies.
-    while let Err(panic) = catch_unwind(AssertUnwindSafe(|| worker.run())) {
-        if let Some(actor) = worker.current.take() {
-            // SAFETY: the panicking turn is over; this worker still holds the right to run the
-            // actor, which is still scheduled (it never went idle).
-            unsafe { actor.fail(&*panic) };
-            local.queue.push(actor);
-        }
-    }
+    worker.run();
     worker.publish_counters();
     CURRENT.with(|c| c.set(ptr::null()));
 }
@@ -188,32 +110,30 @@ struct WorkerLoop<'a> {
     lifo_streak: u32,
     /// Counted in `Idle::num_searching`.
     searching: bool,
-    /// The actor whose turn is running (to mark it failed if the turn panics).
-    current: Option<RawActor>,
     /// Counters kept locally and published now and then (see `publish_counters`).
     turns: u64,
     steals: u64,
     parks: u64,
 }
 
-impl WorkerLoop<'_> {
+/// An actor to run, and the message handed to it if any.
+type Task<'a> = (Runnable, Option<HandedOff<'a>>);
+
+impl<'a> WorkerLoop<'a> {
     fn run(&mut self) {
         loop {
-            let next = self.next_local().or_else(|| {
-                self.find_elsewhere().map(|actor| Task {
-                    actor,
-                    handoff: false,
-                })
-            });
+            let next = self
+                .next_local()
+                .or_else(|| self.find_elsewhere().map(|runnable| (runnable, None)));
             match next {
-                Some(actor) => {
+                Some(task) => {
                     if self.searching {
                         self.searching = false;
                         if self.shared.idle.stop_searching() && self.more_work_visible() {
                             self.shared.idle.notify_one();
                         }
                     }
-                    self.run_turn(actor);
+                    self.run_turn(task);
                 }
                 None => {
                     if !self.search_then_park() {
@@ -225,26 +145,15 @@ impl WorkerLoop<'_> {
     }
 
     #[inline]
-    fn run_turn(&mut self, task: Task) {
-        let actor = task.actor;
-        self.current = Some(actor);
-        let message = task
-            .handoff
-            .then(|| NonNull::new(self.local.lifo_message.get().cast::<RawEnvelope>()))
-            .flatten();
-        // SAFETY: the actor came out of a run queue, where only the party that cleared its IDLE
-        // bit (or its spawner) put it, exactly once; it is alive until its final turn. A
-        // hand-off message was built for this actor by `ActorCell::push`, and the turn takes it
-        // out of the slot before any user code can refill it.
-        let turn = unsafe { actor.run(self.shared.throughput, message) };
-        self.current = None;
+    fn run_turn(&mut self, (runnable, handoff): Task<'a>) {
+        let ran = runnable.run(self.shared.throughput, handoff);
         self.turns += 1;
         if self.turns % 1024 == 0 {
             self.publish_counters();
         }
-        if turn == Turn::Yield {
+        if let Ran::Yield(again) = ran {
             self.lifo_streak = 0;
-            self.local.queue.push(actor);
+            self.local.queue.push(again);
             // Only wake a helper if this worker now has more than it can run next.
             if self.local.queue.len() > 1 {
                 self.shared.idle.notify_one();
@@ -252,48 +161,45 @@ impl WorkerLoop<'_> {
         }
     }
 
-    /// Work this worker already holds: the LIFO slot or its local queue (or, periodically,
-    /// the injector first).
+    /// Work this worker already holds: the run-next position or its local queue (or,
+    /// periodically, the injector first).
     #[inline]
-    fn next_local(&mut self) -> Option<Task> {
-        let plain = |actor| Task {
-            actor,
-            handoff: false,
-        };
+    fn next_local(&mut self) -> Option<Task<'a>> {
         self.until_global -= 1;
         if self.until_global == 0 {
             self.until_global = GLOBAL_INTERVAL;
-            if let Some(actor) = self.steal_injector() {
-                return Some(plain(actor));
+            if let Some(runnable) = self.steal_injector() {
+                return Some((runnable, None));
             }
         }
-        if self.local.lifo.get().is_some() {
+        let local: &'a Local = self.local;
+        if local.run_next.is_occupied() {
             if self.lifo_streak < LIFO_STREAK {
                 self.lifo_streak += 1;
-                return self.local.take_lifo();
+                return local.run_next.take();
             }
             self.lifo_streak = 0;
-            // Others are waiting: run the oldest local one first; the LIFO task (and any
-            // message handed to it) stays in its slot for the next tick.
-            if let Some(actor) = self.local.queue.pop() {
-                return Some(plain(actor));
+            // Others are waiting: run the oldest local one first; the LIFO actor (and any
+            // message handed to it) stays in its position for the next tick.
+            if let Some(runnable) = local.queue.pop() {
+                return Some((runnable, None));
             }
-            return self.local.take_lifo();
+            return local.run_next.take();
         }
         self.lifo_streak = 0;
-        self.local.queue.pop().map(plain)
+        local.queue.pop().map(|runnable| (runnable, None))
     }
 
-    fn steal_injector(&self) -> Option<RawActor> {
+    fn steal_injector(&self) -> Option<Runnable> {
         self.shared
             .injector
             .take_batch(&self.local.queue, self.shared.stealers.len())
     }
 
     /// The injector, then other workers' queues.
-    fn find_elsewhere(&mut self) -> Option<RawActor> {
-        if let Some(actor) = self.steal_injector() {
-            return Some(actor);
+    fn find_elsewhere(&mut self) -> Option<Runnable> {
+        if let Some(runnable) = self.steal_injector() {
+            return Some(runnable);
         }
         let stealers = &self.shared.stealers;
         let n = stealers.len();
@@ -305,9 +211,9 @@ impl WorkerLoop<'_> {
             }
             loop {
                 match stealers[victim].steal_batch_and_pop(&self.local.queue) {
-                    Steal::Success(actor) => {
+                    Steal::Success(runnable) => {
                         self.steals += 1;
-                        return Some(actor);
+                        return Some(runnable);
                     }
                     Steal::Empty => break,
                     Steal::Retry => continue,

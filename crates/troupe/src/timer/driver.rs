@@ -448,6 +448,7 @@ impl Drop for TimerService {
 }
 
 #[cfg(all(test, not(troupe_loom)))]
+#[allow(clippy::disallowed_types)] // the tests count with std atomics, outside any model
 mod tests {
     use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
     use std::sync::mpsc;

@@ -1,3 +1,4 @@
+#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 

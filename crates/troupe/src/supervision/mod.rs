@@ -1,5 +1,10 @@
 //! Supervision: what a parent does when a child fails.
 //!
+//! This folder holds the strategy a user chooses ([`SupervisorStrategy`], [`Restart`]) and the
+//! parent's side ([`children`]: its table of children and the pure decision of what a failure
+//! calls for). The child's side (suspending, being rebuilt in place) is part of its life, in
+//! `life.rs`; the two meet through the `ChildFailed` and `Restart` signals.
+//!
 //! A handler (or `started`) that panics does not take its worker thread down. The panic is
 //! caught at the turn boundary, the actor is *suspended* (it handles no more messages, its
 //! mailbox keeps them), and its parent is told. The parent applies its
@@ -13,80 +18,25 @@
 //! - an optional back-off delays each restart, doubling from `min` to `max`.
 //!
 //! A restart rebuilds the actor in place from the factory it was spawned with: same cell, same
-//! address, same mailbox, so messages sent meanwhile reach the new instance. The new instance's
+//! address, same mailbox, so messages sent meanwhile (while it waited for the decision, or for
+//! a back-off) reach the new instance, in order. The new instance's
 //! [`Actor::restarted`](crate::Actor::restarted) hook sees why. Only the message whose handler
 //! panicked is lost (its asker gets `AskError::Panicked`).
 //!
-//! Top-level actors are supervised by the system, which stops them when they fail.
+//! Top-level actors are supervised by the system, which stops them when they fail: a
+//! supervised actor's fate on panic is its supervisor's decision; an unsupervised one stops.
 //!
 //! [`OneForOne`]: StrategyKind::OneForOne
 //! [`OneForAll`]: StrategyKind::OneForAll
 //! [`RestForOne`]: StrategyKind::RestForOne
 
-use std::fmt;
 use std::time::Duration;
 
-/// Why an actor failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
-    /// A handler or hook panicked, with this message.
-    Panicked(String),
-    /// Its factory panicked while rebuilding it.
-    FactoryPanicked(String),
-    /// A child failed more often than the supervisor's intensity limit allows.
-    Escalated {
-        /// The child's own failure.
-        child: Box<Failure>,
-    },
-    /// An actor it was linked to failed.
-    LinkFailed(crate::ActorId),
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Failure::Panicked(msg) => write!(f, "handler panicked: {msg}"),
-            Failure::FactoryPanicked(msg) => write!(f, "factory panicked: {msg}"),
-            Failure::Escalated { child } => {
-                write!(f, "a child failed too often (last: {child})")
-            }
-            Failure::LinkFailed(id) => write!(f, "linked actor {id} failed"),
-        }
-    }
-}
-
-impl Failure {
-    pub(crate) fn from_panic(payload: &(dyn std::any::Any + Send)) -> String {
-        if let Some(s) = payload.downcast_ref::<&str>() {
-            (*s).to_owned()
-        } else if let Some(s) = payload.downcast_ref::<String>() {
-            s.clone()
-        } else {
-            "non-string panic payload".to_owned()
-        }
-    }
-}
-
-/// How an actor ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StopReason {
-    /// It stopped normally: `ctx.stop()`, `addr.stop()`, its parent stopping, or shutdown.
-    Normal,
-    /// It failed and was not restarted.
-    Failed(Failure),
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StopReason::Normal => f.write_str("stopped normally"),
-            StopReason::Failed(failure) => write!(f, "failed: {failure}"),
-        }
-    }
-}
+pub(crate) mod children;
 
 /// Whether a supervised child may be restarted (Erlang's child restart types).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Restart {
     /// Restarted when it fails, and also when it stops itself (`ctx.stop()`); an external
     /// `addr.stop()` still stops it for good.
@@ -100,6 +50,7 @@ pub enum Restart {
 
 /// Who is restarted when one child fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum StrategyKind {
     /// Only the failed child.
     #[default]

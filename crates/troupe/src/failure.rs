@@ -1,0 +1,71 @@
+//! How an actor fails and how it ends: [`Failure`] and [`StopReason`], the data that signals,
+//! watchers and supervisors pass around.
+
+use std::fmt;
+
+use crate::id::ActorId;
+
+/// Why an actor failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// A handler or hook panicked, with this message.
+    Panicked(String),
+    /// Its factory panicked while rebuilding it.
+    FactoryPanicked(String),
+    /// A child failed more often than the supervisor's intensity limit allows.
+    Escalated {
+        /// The child's own failure.
+        child: Box<Failure>,
+    },
+    /// An actor it was linked to failed.
+    LinkFailed(ActorId),
+    /// A supervised child spawned with `Restart::Permanent` stopped itself (`ctx.stop()`):
+    /// Erlang's permanent child exiting, which its supervisor restarts.
+    Exited,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Panicked(msg) => write!(f, "handler panicked: {msg}"),
+            Failure::FactoryPanicked(msg) => write!(f, "factory panicked: {msg}"),
+            Failure::Escalated { child } => {
+                write!(f, "a child failed too often (last: {child})")
+            }
+            Failure::LinkFailed(id) => write!(f, "linked actor {id} failed"),
+            Failure::Exited => f.write_str("a permanent child stopped itself"),
+        }
+    }
+}
+
+impl Failure {
+    /// The message of a panic payload (`&str` or `String`, as `panic!` makes them).
+    pub(crate) fn from_panic(payload: &(dyn std::any::Any + Send)) -> String {
+        if let Some(s) = payload.downcast_ref::<&str>() {
+            (*s).to_owned()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "non-string panic payload".to_owned()
+        }
+    }
+}
+
+/// How an actor ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// It stopped normally: `ctx.stop()`, `addr.stop()`, its parent stopping, or shutdown.
+    Normal,
+    /// It failed and was not restarted.
+    Failed(Failure),
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::Normal => f.write_str("stopped normally"),
+            StopReason::Failed(failure) => write!(f, "failed: {failure}"),
+        }
+    }
+}

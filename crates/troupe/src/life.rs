@@ -1,0 +1,552 @@
+//! An actor's life outside the hot loop: one data-carrying state machine ([`Life`]), and the
+//! functions that move it, each run on the actor's own turn.
+//!
+//! # States
+//! ```text
+//!   Starting ──first turn: `started`──► Running ◄──────────── Restart: new instance, `restarted`
+//!                                        │  ▲  │                          ▲
+//!                      ctx.await_then    │  │  │ panic, link failed,      │
+//!                                        ▼  │  │ escalation, or a         │
+//!                Awaiting(continuation) ─┘  │  │ permanent child's        │
+//!                 Resume(its id): runs it   │  ▼ own ctx.stop() (Exited) │
+//!                                           │ Failed(f) ──report──► Suspended(f) (supervisor told;
+//!                                           │   (top-level: stops)      messages wait)
+//!   any state but Stopping ──Stop signal, ctx.stop()──► Stopping(reason) ──children all
+//!                                                        stopped──► finished (cell released)
+//! ```
+//!
+//! # Transitions
+//! | from                   | event                                  | to                      |
+//! |------------------------|----------------------------------------|-------------------------|
+//! | `Starting`             | first turn (`started` runs)            | `Running`               |
+//! | `Running`              | `ctx.await_then`                       | `Awaiting`              |
+//! | `Awaiting(id)`         | `Resume(id)` (continuation runs)       | `Running`               |
+//! | `Awaiting(id)`         | `Resume(other id)` (stale)             | unchanged               |
+//! | `Starting`, `Running`, `Awaiting`, `Suspended` | panic, `LinkFailed`, escalation | `Failed`  |
+//! | `Running`, `Awaiting`  | `ctx.stop()` of a permanent supervised child | `Failed(Exited)`  |
+//! | `Failed(f)`            | reported (child of an actor)           | `Suspended(f)`          |
+//! | `Failed(f)`            | reported (top-level)                   | `Stopping(Failed(f))`   |
+//! | any but `Stopping`     | `Restart` (factory builds, `restarted` runs) | `Running`         |
+//! | any but `Stopping`     | `Restart`, factory panics              | `Failed(FactoryPanicked)` |
+//! | any but `Stopping`     | `Stop` signal, `ctx.stop()`            | `Stopping`              |
+//! | `Stopping`             | its last child reports it stopped      | finished                |
+//!
+//! Every transition sets the new state before it runs user code (a hook, a factory, a
+//! continuation, a destructor), so a panic in that code is recorded against a consistent state
+//! (`record_panic`), and the next turn carries on from there. Signals are handled one at a time
+//! from the batch kept in [`ActorState::pending`], so one that panics does not lose the rest.
+//!
+//! The hot loop (`turn.rs`) looks at none of this: it runs messages while `Context::attention`
+//! is clear, and calls [`attend`] when it is set.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::actor::{Actor, Awaiting, Context};
+use crate::bounded::Bound;
+use crate::erased::{ErasedCell, ErasedRef, Extras};
+use crate::failure::{Failure, StopReason};
+use crate::id::ActorId;
+use crate::lazy::LazyBox;
+use crate::loom::Ordering;
+use crate::raw::{Cell, Discard, Envelope, Turn};
+use crate::runtime::{RootKey, SystemShared};
+use crate::signal::{Signal, SignalBatch, SignalStack};
+use crate::supervision::children::Decision;
+use crate::supervision::Restart;
+
+/// An actor's cell: the raw cell of the actor type (see `raw/cell.rs`).
+pub(crate) type ActorCell<A> = Cell<A>;
+
+/// Where an actor is in its life. See the module note for the transitions.
+pub(crate) enum Life<A: Actor> {
+    /// Spawned; `started` has not run yet.
+    Starting,
+    /// Handling messages.
+    Running,
+    /// Holding its mailbox while a future it chose to await runs.
+    Awaiting(Box<Awaiting<A>>),
+    /// Failed; not yet reported to its supervisor.
+    Failed(Box<Failure>),
+    /// Failed and reported; its supervisor decides (restart or stop). Messages wait.
+    Suspended(Box<Failure>),
+    /// Mailbox closed, waiting for its children to stop; then it finishes.
+    Stopping(Box<StopReason>),
+}
+
+impl<A: Actor> Life<A> {
+    fn is_stopping(&self) -> bool {
+        matches!(self, Life::Stopping(_))
+    }
+}
+
+/// What any thread may read of an actor (`Target::Shared`).
+pub(crate) struct ActorShared {
+    /// Admission to a bounded mailbox.
+    pub(crate) bound: Option<Box<Bound>>,
+    pub(crate) signals: SignalStack,
+    pub(crate) parent: ParentLink,
+    pub(crate) system: Arc<SystemShared>,
+    pub(crate) extras: LazyBox<Extras>,
+}
+
+/// What an actor reports to when it fails or stops.
+pub(crate) enum ParentLink {
+    /// A top-level actor: supervised by the system, registered here.
+    Root(RootKey),
+    /// A child: its parent, and its key in the parent's children.
+    Actor { parent: ErasedRef, key: usize },
+}
+
+/// What only the running turn touches (`Target::Private`).
+pub(crate) struct ActorState<A: Actor> {
+    /// `None` only while it is being rebuilt, or after it finished.
+    pub(crate) actor: Option<A>,
+    pub(crate) ctx: Context<A>,
+    pub(crate) life: Life<A>,
+    /// Signals taken from the stack and not yet handled, oldest first.
+    pub(crate) pending: SignalBatch,
+    /// A handed-off message the actor could not take at once (kept, never lost; see
+    /// `turn.rs`), delivered ahead of the mailbox when it runs.
+    pub(crate) parked: Option<Box<Envelope<A>>>,
+}
+
+impl<A: Actor> ActorState<A> {
+    pub(crate) fn new(actor: A, ctx: Context<A>) -> Self {
+        Self {
+            actor: Some(actor),
+            ctx,
+            life: Life::Starting,
+            pending: SignalBatch::new(),
+            parked: None,
+        }
+    }
+
+    /// True when the next message can be handled at once: running, and nothing else to do.
+    pub(crate) fn takes_messages_now(&self) -> bool {
+        matches!(self.life, Life::Running) && !self.ctx.attention && self.actor.is_some()
+    }
+
+    /// Recomputes whether the hot loop must call [`attend`].
+    fn settle(&mut self) {
+        self.ctx.attention = !matches!(self.life, Life::Running)
+            || self.ctx.stop_requested
+            || self.ctx.awaiting.is_some()
+            || !self.pending.is_empty()
+            || self.parked.is_some()
+            || self.actor.is_none();
+    }
+}
+
+impl<A: Actor> ErasedCell for Cell<A> {
+    fn signal(&self, signal: Signal) {
+        self.shared.signals.push(signal);
+        // After termination the signal stays in the stack and is freed with the cell.
+        self.notify();
+    }
+
+    fn actor_id(&self) -> ActorId {
+        self.id()
+    }
+
+    fn extras(&self) -> &Extras {
+        self.shared.extras.get_or_init()
+    }
+}
+
+/// What `attend` found.
+pub(crate) enum Attended {
+    /// Carry on (run messages if running, else try to go idle).
+    Continue,
+    /// The actor has finished and its mailbox is terminated: end the turn with `finish`.
+    Finished,
+}
+
+/// Handles everything that needs attention: pending signals, the first turn, requests made by
+/// handlers, a failure to report, a stop to complete, a parked message. Runs on the actor's
+/// turn.
+#[cold]
+pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, A>) -> Attended {
+    // The first turn runs `started` (before any signal: an actor stopped before it started
+    // still starts, then stops).
+    if let Life::Starting = turn.parts().2.life {
+        let me = turn.arc();
+        let (_, _, state) = turn.parts();
+        state.ctx.me = Some(me);
+        state.life = Life::Running;
+        if let Some(actor) = state.actor.as_mut() {
+            actor.started(&mut state.ctx);
+        }
+    }
+    // Signals, one at a time: the rest stay in `pending` if one panics.
+    loop {
+        let (_, _, state) = turn.parts();
+        let Some(signal) = state.pending.pop() else {
+            break;
+        };
+        on_signal(turn, signal);
+    }
+    // What handlers asked for.
+    {
+        let (_, _, state) = turn.parts();
+        if let Some(awaiting) = state.ctx.awaiting.take() {
+            if matches!(state.life, Life::Running) {
+                state.life = Life::Awaiting(awaiting);
+            }
+        }
+    }
+    // A stop the handler asked for (ignored if it also failed: the failure wins), which may
+    // be a permanent child's exit, a failure to report.
+    if std::mem::take(&mut turn.parts().2.ctx.stop_requested) {
+        on_stop_request(turn);
+    }
+    // A failure to report.
+    let failed = {
+        let (_, _, state) = turn.parts();
+        match std::mem::replace(&mut state.life, Life::Running) {
+            Life::Failed(failure) => Some(failure),
+            other => {
+                state.life = other;
+                None
+            }
+        }
+    };
+    if let Some(failure) = failed {
+        report_failure(turn, failure);
+    }
+    // A stop to complete.
+    {
+        let (_, _, state) = turn.parts();
+        if state.life.is_stopping() && state.ctx.children_count() == 0 {
+            finish(turn);
+            return Attended::Finished;
+        }
+    }
+    // A message handed off while the actor could not take it goes first, ahead of the mailbox.
+    let (_, _, state) = turn.parts();
+    if matches!(state.life, Life::Running) && !state.ctx.stop_requested {
+        if let Some(actor) = state.actor.as_mut() {
+            if let Some(parked) = state.parked.take() {
+                parked.deliver(actor, &mut state.ctx);
+            }
+        }
+    }
+    state.settle();
+    Attended::Continue
+}
+
+fn on_signal<A: Actor>(turn: &mut Turn<'_, A>, signal: Signal) {
+    match signal {
+        Signal::Stop => begin_stop(turn, StopReason::Normal),
+        Signal::ChildStopped { key, reason } => {
+            let (cell, _, state) = turn.parts();
+            if let Some(child) = state.ctx.children.as_mut().and_then(|c| c.remove(key)) {
+                tracing::trace!(actor = %cell.id(), child = %child.cell.actor_id(), %reason, "child stopped");
+            }
+        }
+        Signal::ChildFailed { key, failure } => supervise(turn, key, failure),
+        Signal::Restart(reason) => restart(turn, reason),
+        Signal::LinkFailed(id) => {
+            let (cell, _, state) = turn.parts();
+            record_failure(cell.id(), state, Failure::LinkFailed(id));
+        }
+        Signal::Resume { id, output } => resume(turn, id, output),
+    }
+}
+
+/// Runs the continuation of the await numbered `id`, if the actor still awaits it.
+fn resume<A: Actor>(turn: &mut Turn<'_, A>, id: u32, output: Box<dyn Any + Send>) {
+    let (_, _, state) = turn.parts();
+    let awaiting = match std::mem::replace(&mut state.life, Life::Running) {
+        Life::Awaiting(awaiting) if awaiting.id == id => awaiting,
+        other => {
+            // A late result of an await the actor no longer waits for (it was restarted, or
+            // stopped): dropped.
+            state.life = other;
+            return;
+        }
+    };
+    if let Some(actor) = state.actor.as_mut() {
+        (awaiting.resume)(actor, &mut state.ctx, output);
+    }
+}
+
+/// Records a failure (a panic in a turn, a linked actor's failure, an escalation); `attend`
+/// reports it.
+fn record_failure<A: Actor>(id: ActorId, state: &mut ActorState<A>, failure: Failure) {
+    match state.life {
+        // Already on its way out: its hooks are guarded one by one.
+        Life::Stopping(_) => return,
+        // The first failure is the one reported.
+        Life::Failed(_) => return,
+        _ => {}
+    }
+    tracing::warn!(actor = %id, actor_type = std::any::type_name::<A>(), %failure, "actor failed");
+    // An await in progress is abandoned with the instance that started it.
+    state.life = Life::Failed(Box::new(failure));
+    state.ctx.attention = true;
+}
+
+/// `Target::failed`: a panic unwound out of a turn. Runs no user code.
+pub(crate) fn record_panic<A: Actor>(turn: &mut Turn<'_, A>, panic: &(dyn Any + Send)) {
+    let (cell, _, state) = turn.parts();
+    record_failure(
+        cell.id(),
+        state,
+        Failure::Panicked(Failure::from_panic(panic)),
+    );
+}
+
+/// Tells the supervisor about a failure and suspends; a top-level actor (supervised by the
+/// system) stops instead.
+fn report_failure<A: Actor>(turn: &mut Turn<'_, A>, failure: Box<Failure>) {
+    let (cell, _, state) = turn.parts();
+    match &cell.shared.parent {
+        ParentLink::Actor { parent, key } => {
+            state.life = Life::Suspended(failure.clone());
+            parent.signal(Signal::ChildFailed {
+                key: *key,
+                failure: *failure,
+            });
+        }
+        ParentLink::Root(_) => begin_stop(turn, StopReason::Failed(*failure)),
+    }
+}
+
+/// `ctx.stop()`: a permanent supervised child exits to its supervisor (Erlang's permanent child
+/// type: it is restarted); any other actor stops.
+fn on_stop_request<A: Actor>(turn: &mut Turn<'_, A>) {
+    let (cell, _, state) = turn.parts();
+    if matches!(
+        state.life,
+        Life::Stopping(_) | Life::Failed(_) | Life::Suspended(_)
+    ) {
+        // Stopping already, or failed: its supervisor decides.
+        return;
+    }
+    let permanent_child = matches!(cell.shared.parent, ParentLink::Actor { .. })
+        && state
+            .ctx
+            .factory
+            .as_ref()
+            .is_some_and(|f| f.restart == Restart::Permanent);
+    if permanent_child && matches!(state.life, Life::Running | Life::Awaiting(_)) {
+        state.life = Life::Failed(Box::new(Failure::Exited));
+    } else {
+        begin_stop(turn, StopReason::Normal);
+    }
+}
+
+/// Begins stopping: `stopping` runs, the mailbox closes (queued messages are discarded and their
+/// askers told), and the children are asked to stop.
+fn begin_stop<A: Actor>(turn: &mut Turn<'_, A>, reason: StopReason) {
+    {
+        let (_, _, state) = turn.parts();
+        if state.life.is_stopping() {
+            return;
+        }
+        state.life = Life::Stopping(Box::new(reason));
+        state.ctx.awaiting = None;
+        if let Some(parked) = state.parked.take() {
+            let _ = catch_unwind(AssertUnwindSafe(move || parked.discard(Discard::Stopped)));
+        }
+        if let Some(actor) = state.actor.as_mut() {
+            guarded(|| actor.stopping(&mut state.ctx));
+        }
+    }
+    let discarded = turn.close();
+    let (cell, _, state) = turn.parts();
+    if let Some(bound) = &cell.shared.bound {
+        // Senders waiting for room wake to find the mailbox closed.
+        bound.release(discarded);
+    }
+    if let Some(children) = state.ctx.children.as_ref() {
+        for child in children.cells() {
+            child.signal(Signal::Stop);
+        }
+    }
+}
+
+/// Applies this actor's supervisor strategy to a failed (or exited) child.
+fn supervise<A: Actor>(turn: &mut Turn<'_, A>, key: usize, failure: Failure) {
+    let (cell, _, state) = turn.parts();
+    let stopping = state.life.is_stopping();
+    let strategy = match state.actor.as_ref() {
+        Some(actor) => match catch_unwind(AssertUnwindSafe(|| actor.supervisor_strategy())) {
+            Ok(strategy) => strategy,
+            Err(panic) => {
+                // The child cannot be left waiting for a decision: it stops, and this actor
+                // fails (its own supervisor decides about it).
+                if let Some(child) = state.ctx.children.as_ref().and_then(|c| c.get(key)) {
+                    child.signal(Signal::Stop);
+                }
+                record_failure(
+                    cell.id(),
+                    state,
+                    Failure::Panicked(Failure::from_panic(&*panic)),
+                );
+                return;
+            }
+        },
+        None => Default::default(),
+    };
+    let Some(children) = state.ctx.children.as_mut() else {
+        return;
+    };
+    match children.decide(key, &failure, &strategy, stopping, Instant::now()) {
+        Decision::Nothing => {}
+        Decision::Stop(child) => child.signal(Signal::Stop),
+        Decision::Escalate(escalated) => {
+            tracing::warn!(actor = %cell.id(), "restart intensity exceeded: escalating");
+            record_failure(cell.id(), state, escalated);
+        }
+        Decision::Restart { targets, delay } => {
+            for (child, reason) in targets {
+                match delay {
+                    Some(delay) => {
+                        cell.shared.system.timers().schedule(
+                            delay,
+                            Box::new(move || child.signal(Signal::Restart(reason))),
+                        );
+                    }
+                    None => child.signal(Signal::Restart(reason)),
+                }
+            }
+        }
+    }
+}
+
+/// Rebuilds this actor from its factory, in place: same cell, same address, same mailbox.
+fn restart<A: Actor>(turn: &mut Turn<'_, A>, reason: Option<Failure>) {
+    let (cell, _, state) = turn.parts();
+    if state.life.is_stopping() {
+        return;
+    }
+    if state.ctx.factory.is_none() {
+        // Not restartable (nothing to rebuild it from): it stops.
+        begin_stop(turn, StopReason::Normal);
+        return;
+    }
+    // Children of the old instance are stopped; they report later and leave the table then.
+    if let Some(children) = state.ctx.children.as_ref() {
+        for child in children.cells() {
+            child.signal(Signal::Stop);
+        }
+    }
+    // Suspended until the new instance exists: a panic below is recorded against this (and
+    // reported again), and no message is handled meanwhile.
+    let suspended = reason.clone().unwrap_or(Failure::Exited);
+    if let Life::Suspended(previous) =
+        std::mem::replace(&mut state.life, Life::Suspended(Box::new(suspended)))
+    {
+        tracing::debug!(actor = %cell.id(), failure = %previous, "restarting after a failure");
+    }
+    state.ctx.awaiting = None;
+    // The old instance may be inconsistent (it panicked): dropped without hooks. (An actor
+    // restarted before its first turn is simply built anew; `restarted` runs in place of
+    // `started`.)
+    drop(state.actor.take());
+    let factory = state.ctx.factory.as_mut().expect("checked above");
+    match catch_unwind(AssertUnwindSafe(|| (factory.make)())) {
+        Ok(fresh) => {
+            let actor = state.actor.insert(fresh);
+            state.life = Life::Running;
+            cell.shared
+                .extras
+                .get_or_init()
+                .restarts
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(actor = %cell.id(), "actor restarted");
+            // A panic here is a new failure, recorded like any other.
+            actor.restarted(&mut state.ctx, reason.as_ref());
+        }
+        Err(panic) => {
+            state.life = Life::Failed(Box::new(Failure::FactoryPanicked(Failure::from_panic(
+                &*panic,
+            ))));
+        }
+    }
+}
+
+/// Runs a hook of a stopping actor (or a watcher); a panic in it is contained, and stopping goes
+/// on.
+fn guarded(hook: impl FnOnce()) {
+    let _ = catch_unwind(AssertUnwindSafe(hook));
+}
+
+/// The end of an actor: `stopped` runs, its state is dropped, its mailbox terminated, and its
+/// watchers, links and parent are told.
+fn finish<A: Actor>(turn: &mut Turn<'_, A>) {
+    let reason = {
+        let (_, _, state) = turn.parts();
+        if let Some(actor) = state.actor.as_mut() {
+            guarded(|| actor.stopped(&mut state.ctx));
+        }
+        // Dropped outside any hook: it may hold addresses of other actors.
+        let actor = state.actor.take();
+        guarded(move || drop(actor));
+        match std::mem::replace(
+            &mut state.life,
+            Life::Stopping(Box::new(StopReason::Normal)),
+        ) {
+            Life::Stopping(reason) => *reason,
+            _ => unreachable!("an actor finishes only from Stopping"),
+        }
+    };
+    turn.terminate();
+    let (cell, _, state) = turn.parts();
+    // Signals that came after the stop began are moot now.
+    drop(std::mem::replace(&mut state.pending, SignalBatch::new()));
+    drop(cell.shared.signals.take_all());
+    state.ctx.children = None;
+    state.ctx.factory = None;
+    // Its own address: the alive reference still holds the cell until the turn returns.
+    state.ctx.me = None;
+    tracing::debug!(actor = %cell.id(), %reason, "actor stopped");
+    let id = cell.id();
+    if let Some(extras) = cell.shared.extras.get() {
+        let (watchers, links, names) = {
+            let mut inner = extras.lock();
+            inner.ended = Some(reason.clone());
+            (
+                std::mem::take(&mut inner.watchers),
+                std::mem::take(&mut inner.links),
+                std::mem::take(&mut inner.names),
+            )
+        };
+        for name in names {
+            cell.shared.system.names().release(&name, id);
+        }
+        if matches!(reason, StopReason::Failed(_)) {
+            for (_, link) in links {
+                if let Some(other) = link.upgrade() {
+                    other.signal(Signal::LinkFailed(id));
+                }
+            }
+        }
+        for (_, watcher) in watchers {
+            guarded(|| watcher(id, &reason));
+        }
+    }
+    match &cell.shared.parent {
+        ParentLink::Root(root) => cell.shared.system.unregister(*root),
+        ParentLink::Actor { parent, key } => {
+            parent.signal(Signal::ChildStopped { key: *key, reason })
+        }
+    }
+    cell.shared.system.actor_finished();
+}
+
+/// Keeps a handed-off message the actor cannot take at once (see `turn.rs`).
+pub(crate) fn park<A: Actor>(state: &mut ActorState<A>, envelope: Envelope<A>) {
+    // At most one message is ever parked: a hand-off reaches only an actor that takes messages
+    // at once (`IdleMode::Open`), and a parked one is delivered before it can idle open again.
+    debug_assert!(state.parked.is_none(), "two parked messages");
+    if let Some(earlier) = state.parked.replace(Box::new(envelope)) {
+        state.parked = Some(earlier);
+        tracing::error!("a second message was handed off to an actor that could not take it");
+    }
+    state.ctx.attention = true;
+}

@@ -1,0 +1,256 @@
+//! A message on its way to a target of type `T`, with the message's own type erased.
+//!
+//! A target handles many message types, yet its mailbox holds one type: `Envelope<T>`. The
+//! envelope stores the message bytes inline (up to [`INLINE_BYTES`], aligned to 8) and one
+//! function pointer, monomorphised for the pair (target, message), that knows how to move the
+//! bytes back out as the real type and hand them to [`Deliver::deliver`], or to
+//! [`Deliver::discard`] when the message will not be delivered. Messages that are larger or
+//! more aligned than the inline space are boxed, so they cost one allocation; ordinary messages
+//! cost none. No `Any`, no downcast: the type is fixed when the envelope is built.
+//!
+//! [`RawEnvelope`] is the same thing with the target type erased too, so a message can wait in
+//! a worker's hand-off slot (`run_next.rs`) beside the actor it was given to. Dropping any
+//! envelope discards its payload (`Discard::Stopped`), so nothing leaks.
+//!
+//! # Invariant
+//! The function pointer in an envelope was made for exactly the payload type whose bytes it
+//! holds, and for exactly the target type it will be delivered to. `Envelope::<T>::new` is the
+//! only constructor, so a typed envelope is always right; the raw form regains its type only
+//! in `cell.rs`, which pairs it with the cell it was built for.
+
+use std::marker::PhantomData;
+use std::mem::{self, MaybeUninit};
+use std::ptr;
+
+use super::Target;
+
+/// Bytes of message stored inline in an envelope (larger messages are boxed).
+pub(crate) const INLINE_BYTES: usize = 24;
+const INLINE_WORDS: usize = INLINE_BYTES / mem::size_of::<usize>();
+
+/// Why a message is discarded rather than delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Discard {
+    /// The target stopped (or is stopping) before it took the message.
+    Stopped,
+    /// A bounded mailbox's overflow policy dropped it; the target runs on.
+    Overflow,
+}
+
+/// Something that can be delivered to a target of type `T`: a told message, an asked message
+/// with its reply slot.
+pub(crate) trait Deliver<T: Target>: Send + 'static {
+    /// Hands the message to the target.
+    fn deliver(self, target: &mut T, ctx: &mut T::Ctx);
+    /// The message will not be delivered (an asker is told why).
+    fn discard(self, why: Discard);
+}
+
+type Storage = [MaybeUninit<usize>; INLINE_WORDS];
+
+/// Moves the payload out of `storage` and delivers it to the target (`*mut T`) with its
+/// context (`*mut T::Ctx`), or, when the target pointer is null, discards it for `why`. The
+/// pointers are erased to `*mut ()` (thin pointers are ABI-compatible) so the envelope can
+/// travel without its type.
+type Call = unsafe fn(*mut Storage, *mut (), *mut (), Discard);
+
+/// A message for some target, with both types erased. See the module note.
+pub(crate) struct RawEnvelope {
+    call: Call,
+    storage: Storage,
+}
+
+// SAFETY: an envelope is only ever built from a payload that is `Send` (`Deliver: Send`).
+unsafe impl Send for RawEnvelope {}
+
+impl Drop for RawEnvelope {
+    fn drop(&mut self) {
+        // SAFETY: `call` matches the payload type; an envelope that is dropped was never
+        // delivered (delivery forgets it), so the payload is still there to release, and a null
+        // target asks for exactly that (the target type is then never used).
+        unsafe {
+            (self.call)(
+                &mut self.storage,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                Discard::Stopped,
+            )
+        }
+    }
+}
+
+/// A message for a target of type `T`. Transparent over `RawEnvelope`, so one stored in a
+/// mailbox slot or a hand-off slot can be delivered in place.
+#[repr(transparent)]
+pub(crate) struct Envelope<T: Target> {
+    raw: RawEnvelope,
+    _target: PhantomData<fn(&mut T)>,
+}
+
+impl<T: Target> Envelope<T> {
+    /// Wraps `payload`, inline if it fits, boxed otherwise.
+    #[inline]
+    pub(crate) fn new<P: Deliver<T>>(payload: P) -> Self {
+        let mut storage: Storage = [MaybeUninit::uninit(); INLINE_WORDS];
+        let call: Call = if fits_inline::<P>() {
+            // SAFETY: `P` fits in `storage` in size and alignment (checked above); the bytes are
+            // read back exactly once, as `P`, by `call_inline::<T, P>`.
+            unsafe { ptr::write(storage.as_mut_ptr().cast::<P>(), payload) };
+            call_inline::<T, P>
+        } else {
+            let boxed: *mut P = Box::into_raw(Box::new(payload));
+            // SAFETY: a pointer fits in the first word; read back once by `call_boxed::<T, P>`.
+            unsafe { ptr::write(storage.as_mut_ptr().cast::<*mut P>(), boxed) };
+            call_boxed::<T, P>
+        };
+        Envelope {
+            raw: RawEnvelope { call, storage },
+            _target: PhantomData,
+        }
+    }
+
+    /// Delivers the message to `target`.
+    pub(crate) fn deliver(self, target: &mut T, ctx: &mut T::Ctx) {
+        let target: *mut T = target;
+        let ctx: *mut T::Ctx = ctx;
+        let mut this = mem::ManuallyDrop::new(self.raw);
+        // SAFETY: `call` matches the payload and, by the type of this envelope, the target;
+        // ManuallyDrop makes this its only release.
+        unsafe {
+            (this.call)(
+                &mut this.storage,
+                target.cast(),
+                ctx.cast(),
+                Discard::Stopped,
+            )
+        }
+    }
+
+    /// Discards the message for `why` (an asker learns the reason).
+    pub(crate) fn discard(self, why: Discard) {
+        let mut this = mem::ManuallyDrop::new(self.raw);
+        // SAFETY: `call` matches the payload; ManuallyDrop makes this its only release.
+        unsafe { (this.call)(&mut this.storage, ptr::null_mut(), ptr::null_mut(), why) }
+    }
+
+    /// Erases the target type, to wait in a hand-off slot.
+    #[inline]
+    pub(super) fn into_raw(self) -> RawEnvelope {
+        self.raw
+    }
+
+    /// Gives an erased envelope its target type back.
+    ///
+    /// # Safety
+    /// `raw` must have been made by `Envelope::<T>::into_raw` for this same `T`.
+    #[inline]
+    pub(super) unsafe fn from_raw(raw: RawEnvelope) -> Self {
+        Envelope {
+            raw,
+            _target: PhantomData,
+        }
+    }
+
+    /// Takes the payload back out, undelivered (to return a message the target refused).
+    ///
+    /// # Safety
+    /// `P` must be the exact type this envelope was built from with [`Envelope::new`].
+    pub(super) unsafe fn into_payload<P: Deliver<T>>(self) -> P {
+        let this = mem::ManuallyDrop::new(self.raw);
+        let storage = this.storage.as_ptr();
+        if fits_inline::<P>() {
+            // SAFETY: built inline from a `P` (caller's contract); read once, never dropped again.
+            unsafe { ptr::read(storage.cast::<P>()) }
+        } else {
+            // SAFETY: built boxed from a `P` (caller's contract); the box is reclaimed once.
+            unsafe { *Box::from_raw(ptr::read(storage.cast::<*mut P>())) }
+        }
+    }
+
+    /// Delivers the envelope stored at `at` without moving it first (it sits in a mailbox or
+    /// hand-off slot). The payload is moved out before any user code runs, so the slot may be
+    /// reused by the handler.
+    ///
+    /// # Safety
+    /// `at` holds a live `Envelope<T>` that the caller owns and treats as moved-out from now on.
+    #[inline]
+    pub(super) unsafe fn deliver_in_place(at: *mut Self, target: &mut T, ctx: &mut T::Ctx) {
+        let target: *mut T = target;
+        let ctx: *mut T::Ctx = ctx;
+        // SAFETY: per the function contract; `call` reads the payload out of `storage` before
+        // anything else.
+        unsafe {
+            let raw = ptr::addr_of_mut!((*at).raw);
+            ((*raw).call)(
+                ptr::addr_of_mut!((*raw).storage),
+                target.cast(),
+                ctx.cast(),
+                Discard::Stopped,
+            );
+        }
+    }
+
+    /// Discards the envelope stored at `at` in place.
+    ///
+    /// # Safety
+    /// As for `deliver_in_place`.
+    #[inline]
+    pub(super) unsafe fn discard_in_place(at: *mut Self, why: Discard) {
+        // SAFETY: per the function contract.
+        unsafe {
+            let raw = ptr::addr_of_mut!((*at).raw);
+            ((*raw).call)(
+                ptr::addr_of_mut!((*raw).storage),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                why,
+            );
+        }
+    }
+}
+
+const fn fits_inline<P>() -> bool {
+    mem::size_of::<P>() <= INLINE_BYTES && mem::align_of::<P>() <= mem::align_of::<usize>()
+}
+
+/// # Safety
+/// `storage` holds a valid `P` written by `Envelope::new`, not yet read; `target` and `ctx` are
+/// both null, or both valid, exclusive pointers to a `T` and its `T::Ctx`.
+unsafe fn call_inline<T: Target, P: Deliver<T>>(
+    storage: *mut Storage,
+    target: *mut (),
+    ctx: *mut (),
+    why: Discard,
+) {
+    // SAFETY: per the function contract; the payload is moved out once.
+    let payload = unsafe { ptr::read(storage.cast::<P>()) };
+    if target.is_null() {
+        payload.discard(why);
+    } else {
+        // SAFETY: non-null means valid and exclusive, of these types (function contract).
+        payload.deliver(unsafe { &mut *target.cast::<T>() }, unsafe {
+            &mut *ctx.cast::<T::Ctx>()
+        });
+    }
+}
+
+/// # Safety
+/// `storage` holds a `*mut P` from `Box::into_raw`, not yet read; pointers as for
+/// `call_inline`.
+unsafe fn call_boxed<T: Target, P: Deliver<T>>(
+    storage: *mut Storage,
+    target: *mut (),
+    ctx: *mut (),
+    why: Discard,
+) {
+    // SAFETY: per the function contract; the box is reclaimed once.
+    let payload = unsafe { *Box::from_raw(ptr::read(storage.cast::<*mut P>())) };
+    if target.is_null() {
+        payload.discard(why);
+    } else {
+        // SAFETY: non-null means valid and exclusive, of these types (function contract).
+        payload.deliver(unsafe { &mut *target.cast::<T>() }, unsafe {
+            &mut *ctx.cast::<T::Ctx>()
+        });
+    }
+}

@@ -1,0 +1,65 @@
+//! The raw actor: a cell that holds a target's state and mailbox, the move-only right to run
+//! its turns, type-erased messages, and the hand-off of a message with a turn.
+//!
+//! This layer knows nothing of actors, supervision or systems. It is generic over a
+//! [`Target`] (implemented for every actor type by the actor layer) and reaches the scheduler
+//! only through the [`Schedule`] trait, which pools and actor threads implement: the scheduler
+//! depends on this layer, not the other way round, as tokio's task module knows its scheduler
+//! only through its own `Schedule`.
+//!
+//! - `envelope.rs`: messages with their type erased, delivered or discarded exactly once;
+//! - `cell.rs`: the cell, [`Runnable`] (the right to run a turn), [`Turn`] (a turn's access,
+//!   whose idle transition is its last act);
+//! - `run_next.rs`: a worker's run-next position, and the handed-off message a turn owns.
+//!
+//! All the `unsafe` of type erasure and raw cell access lives in these three files.
+
+mod cell;
+mod envelope;
+mod run_next;
+
+pub(crate) use cell::{Cell, End, IdleMode, Inbox, Panic, Ran, Runnable, Taken, Turn};
+pub(crate) use envelope::{Deliver, Discard, Envelope};
+pub(crate) use run_next::{HandedOff, RunNext};
+
+/// What a cell holds and how its turns run; implemented by the actor layer for every actor.
+pub(crate) trait Target: Sized + Send + 'static {
+    /// What a message is delivered with, beside the target itself (the actor's context).
+    type Ctx;
+    /// What any thread may read (signals, bound, links...).
+    type Shared: Send + Sync;
+    /// What only the running turn touches (the actor value, its context, its life).
+    type Private: Send;
+
+    /// Runs one turn. The only ways to end it are the consuming methods of [`Turn`].
+    fn turn(turn: Turn<'_, Self>) -> End;
+
+    /// A panic unwound out of `turn`: record it, so the next turn deals with it. Must not run
+    /// user code. The actor is run again afterwards.
+    fn failed(turn: Turn<'_, Self>, panic: Panic);
+}
+
+/// Where an actor's turns run: a pool of workers, or a thread of its own.
+pub(crate) trait Schedule: Send + Sync + 'static {
+    /// Runs the actor's next turn, some time soon.
+    fn schedule(&self, runnable: Runnable);
+
+    /// The calling thread's run-next position, if it is a worker of this executor that hands
+    /// messages off (used at once, on this thread).
+    fn run_next(&self) -> Option<&RunNext>;
+
+    /// This executor as `Any`, so the layer that made it can recognise it (a child inherits
+    /// its parent's pool).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// Runs actors' turns on the calling thread until each has gone idle or stopped (for a cell
+/// that has no executor able to run it, such as an actor whose thread could not be started).
+pub(crate) fn run_here(mut runnable: Runnable, budget: usize) {
+    loop {
+        match runnable.run(budget, None) {
+            Ran::Yield(again) => runnable = again,
+            Ran::Idle | Ran::Stopped => return,
+        }
+    }
+}
