@@ -124,9 +124,15 @@ impl<A: Actor> ActorState<A> {
         }
     }
 
-    /// True when the next message can be handled at once: running, and nothing else to do.
+    /// True when the next message can be handled at once: running, with its value, and nothing
+    /// else to do. `attention` is clear only then (`settle` keeps it so, and everything that
+    /// changes the life or asks for a change sets it), so one flag answers.
+    #[inline]
     pub(crate) fn takes_messages_now(&self) -> bool {
-        matches!(self.life, Life::Running) && !self.ctx.attention && self.actor.is_some()
+        debug_assert!(
+            self.ctx.attention || (matches!(self.life, Life::Running) && self.actor.is_some())
+        );
+        !self.ctx.attention
     }
 
     /// Recomputes whether the hot loop must call [`attend`].
@@ -168,7 +174,7 @@ pub(crate) enum Attended {
 /// handlers, a failure to report, a stop to complete, a parked message. Runs on the actor's
 /// turn.
 #[cold]
-pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, A>) -> Attended {
+pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
     // The first turn runs `started` (before any signal: an actor stopped before it started
     // still starts, then stops).
     if let Life::Starting = turn.parts().2.life {
@@ -237,7 +243,7 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, A>) -> Attended {
     Attended::Continue
 }
 
-fn on_signal<A: Actor>(turn: &mut Turn<'_, A>, signal: Signal) {
+fn on_signal<A: Actor>(turn: &mut Turn<'_, '_, A>, signal: Signal) {
     match signal {
         Signal::Stop => begin_stop(turn, StopReason::Normal),
         Signal::ChildStopped { key, reason } => {
@@ -257,7 +263,7 @@ fn on_signal<A: Actor>(turn: &mut Turn<'_, A>, signal: Signal) {
 }
 
 /// Runs the continuation of the await numbered `id`, if the actor still awaits it.
-fn resume<A: Actor>(turn: &mut Turn<'_, A>, id: u32, output: Box<dyn Any + Send>) {
+fn resume<A: Actor>(turn: &mut Turn<'_, '_, A>, id: u32, output: Box<dyn Any + Send>) {
     let (_, _, state) = turn.parts();
     let awaiting = match std::mem::replace(&mut state.life, Life::Running) {
         Life::Awaiting(awaiting) if awaiting.id == id => awaiting,
@@ -290,7 +296,7 @@ fn record_failure<A: Actor>(id: ActorId, state: &mut ActorState<A>, failure: Fai
 }
 
 /// `Target::failed`: a panic unwound out of a turn. Runs no user code.
-pub(crate) fn record_panic<A: Actor>(turn: &mut Turn<'_, A>, panic: &(dyn Any + Send)) {
+pub(crate) fn record_panic<A: Actor>(turn: &mut Turn<'_, '_, A>, panic: &(dyn Any + Send)) {
     let (cell, _, state) = turn.parts();
     record_failure(
         cell.id(),
@@ -301,7 +307,7 @@ pub(crate) fn record_panic<A: Actor>(turn: &mut Turn<'_, A>, panic: &(dyn Any + 
 
 /// Tells the supervisor about a failure and suspends; a top-level actor (supervised by the
 /// system) stops instead.
-fn report_failure<A: Actor>(turn: &mut Turn<'_, A>, failure: Box<Failure>) {
+fn report_failure<A: Actor>(turn: &mut Turn<'_, '_, A>, failure: Box<Failure>) {
     let (cell, _, state) = turn.parts();
     match &cell.shared.parent {
         ParentLink::Actor { parent, key } => {
@@ -317,7 +323,7 @@ fn report_failure<A: Actor>(turn: &mut Turn<'_, A>, failure: Box<Failure>) {
 
 /// `ctx.stop()`: a permanent supervised child exits to its supervisor (Erlang's permanent child
 /// type: it is restarted); any other actor stops.
-fn on_stop_request<A: Actor>(turn: &mut Turn<'_, A>) {
+fn on_stop_request<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     let (cell, _, state) = turn.parts();
     if matches!(
         state.life,
@@ -341,7 +347,7 @@ fn on_stop_request<A: Actor>(turn: &mut Turn<'_, A>) {
 
 /// Begins stopping: `stopping` runs, the mailbox closes (queued messages are discarded and their
 /// askers told), and the children are asked to stop.
-fn begin_stop<A: Actor>(turn: &mut Turn<'_, A>, reason: StopReason) {
+fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
     {
         let (_, _, state) = turn.parts();
         if state.life.is_stopping() {
@@ -370,7 +376,7 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, A>, reason: StopReason) {
 }
 
 /// Applies this actor's supervisor strategy to a failed (or exited) child.
-fn supervise<A: Actor>(turn: &mut Turn<'_, A>, key: usize, failure: Failure) {
+fn supervise<A: Actor>(turn: &mut Turn<'_, '_, A>, key: usize, failure: Failure) {
     let (cell, _, state) = turn.parts();
     let stopping = state.life.is_stopping();
     let strategy = match state.actor.as_ref() {
@@ -419,7 +425,7 @@ fn supervise<A: Actor>(turn: &mut Turn<'_, A>, key: usize, failure: Failure) {
 }
 
 /// Rebuilds this actor from its factory, in place: same cell, same address, same mailbox.
-fn restart<A: Actor>(turn: &mut Turn<'_, A>, reason: Option<Failure>) {
+fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
     let (cell, _, state) = turn.parts();
     if state.life.is_stopping() {
         return;
@@ -478,7 +484,7 @@ fn guarded(hook: impl FnOnce()) {
 
 /// The end of an actor: `stopped` runs, its state is dropped, its mailbox terminated, and its
 /// watchers, links and parent are told.
-fn finish<A: Actor>(turn: &mut Turn<'_, A>) {
+fn finish<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     let reason = {
         let (_, _, state) = turn.parts();
         if let Some(actor) = state.actor.as_mut() {

@@ -16,6 +16,7 @@ use crossbeam_utils::CachePadded;
 use crate::erased::ErasedRef;
 use crate::loom::{AtomicBool, AtomicUsize, Ordering};
 use crate::names::Names;
+use crate::raw::Executor;
 use crate::scheduler::PoolShared;
 use crate::signal::Signal;
 use crate::timer::TimerHandle;
@@ -29,11 +30,18 @@ pub(crate) struct RootKey {
     key: usize,
 }
 
+/// A pool as the system knows it: its name, its state, and the handle its actors hold.
+pub(crate) struct PoolEntry {
+    pub(crate) name: String,
+    pub(crate) pool: Arc<PoolShared>,
+    pub(crate) executor: Arc<Executor>,
+}
+
 /// What every actor's cell and the system handle share.
 pub(crate) struct SystemShared {
     pub(crate) name: String,
     /// `default` first, then `blocking`, then the builder's named pools.
-    pools: Vec<(String, Arc<PoolShared>)>,
+    pools: Vec<PoolEntry>,
     registry: Box<[CachePadded<Mutex<slab::Slab<ErasedRef>>>]>,
     live: CachePadded<AtomicUsize>,
     all_stopped: (Mutex<()>, Condvar),
@@ -56,7 +64,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl SystemShared {
     pub(crate) fn new(
         name: String,
-        pools: Vec<(String, Arc<PoolShared>)>,
+        pools: Vec<PoolEntry>,
         timers: TimerHandle,
         io_threads: usize,
     ) -> Self {
@@ -214,18 +222,21 @@ impl SystemShared {
         lock(&self.io_runtime).take()
     }
 
-    /// The default pool.
-    pub(crate) fn default_pool(&self) -> &Arc<PoolShared> {
-        &self.pools[0].1
+    /// The default pool's executor.
+    pub(crate) fn default_pool(&self) -> &Arc<Executor> {
+        &self.pools[0].executor
     }
 
-    /// The pool called `name`, if any.
-    pub(crate) fn pool_named(&self, name: &str) -> Option<&Arc<PoolShared>> {
-        self.pools.iter().find(|(n, _)| n == name).map(|(_, p)| p)
+    /// The executor of the pool called `name`, if any.
+    pub(crate) fn pool_named(&self, name: &str) -> Option<&Arc<Executor>> {
+        self.pools
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| &p.executor)
     }
 
-    /// Every pool with its name.
-    pub(crate) fn pools(&self) -> &[(String, Arc<PoolShared>)] {
+    /// Every pool.
+    pub(crate) fn pools(&self) -> &[PoolEntry] {
         &self.pools
     }
 }

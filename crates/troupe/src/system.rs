@@ -27,9 +27,9 @@ use crate::lazy::LazyBox;
 use crate::life::{ActorCell, ActorShared, ActorState, ParentLink};
 use crate::metrics::PoolMetrics;
 use crate::names::RegistryError;
-use crate::raw::{self, Cell, Runnable, Schedule};
+use crate::raw::{self, Cell, Executor, Runnable};
 use crate::role;
-use crate::runtime::SystemShared;
+use crate::runtime::{PoolEntry, SystemShared};
 use crate::scheduler::dedicated::{self, ThreadExecutor};
 use crate::scheduler::{Pool, PoolConfig, PoolShared};
 use crate::signal::{Signal, SignalStack};
@@ -120,7 +120,7 @@ impl SpawnOptions {
 
 /// The executor a child of an actor running on `parent` inherits: the parent's pool, if it
 /// runs on one.
-pub(crate) fn inherited_pool(parent: &Arc<dyn Schedule>) -> Option<Arc<dyn Schedule>> {
+pub(crate) fn inherited_pool(parent: &Arc<Executor>) -> Option<Arc<Executor>> {
     parent.as_any().is::<PoolShared>().then(|| parent.clone())
 }
 
@@ -131,10 +131,10 @@ pub(crate) fn new_cell<A: Actor>(
     actor: A,
     factory: Option<Box<Factory<A>>>,
     options: &SpawnOptions,
-    inherited: Option<Arc<dyn Schedule>>,
+    inherited: Option<Arc<Executor>>,
     parent: ParentLink,
 ) -> (Arc<ActorCell<A>>, Runnable) {
-    let executor: Arc<dyn Schedule> = match options.placement {
+    let executor: Arc<Executor> = match options.placement {
         Placement::Pool => inherited.unwrap_or_else(|| system.default_pool().clone()),
         Placement::Named(name) => match system.pool_named(name) {
             Some(pool) => pool.clone(),
@@ -146,7 +146,7 @@ pub(crate) fn new_cell<A: Actor>(
                 system.default_pool().clone()
             }
         },
-        Placement::Thread => Arc::new(ThreadExecutor::new()),
+        Placement::Thread => Executor::new(Arc::new(ThreadExecutor::new())),
     };
     system.actor_spawned();
     let id = ActorId::next();
@@ -350,7 +350,12 @@ impl SystemBuilder {
             self.name,
             names
                 .into_iter()
-                .zip(pools.iter().map(|p| p.shared.clone()))
+                .zip(&pools)
+                .map(|(name, pool)| PoolEntry {
+                    name,
+                    pool: pool.shared.clone(),
+                    executor: pool.executor.clone(),
+                })
                 .collect(),
             timer_service.handle(),
             self.io_threads,
@@ -472,10 +477,10 @@ impl System {
         self.shared
             .pools()
             .iter()
-            .map(|(name, pool)| {
-                let c = pool.counters();
+            .map(|entry| {
+                let c = entry.pool.counters();
                 PoolMetrics {
-                    name: name.clone(),
+                    name: entry.name.clone(),
                     workers: c.workers,
                     turns: c.turns,
                     steals: c.steals,

@@ -23,11 +23,11 @@ impl<A: Actor> Target for A {
     type Private = ActorState<A>;
 
     #[inline]
-    fn turn(turn: Turn<'_, Self>) -> End {
+    fn turn(turn: Turn<'_, '_, Self>) -> End {
         run(turn)
     }
 
-    fn failed(mut turn: Turn<'_, Self>, panic: Panic) {
+    fn failed(mut turn: Turn<'_, '_, Self>, panic: Panic) {
         life::record_panic(&mut turn, &*panic);
     }
 }
@@ -42,7 +42,7 @@ enum Batch {
     Interrupted,
 }
 
-fn run<A: Actor>(mut turn: Turn<'_, A>) -> End {
+fn run<A: Actor>(mut turn: Turn<'_, '_, A>) -> End {
     take_handoff(&mut turn);
     let budget = turn.budget();
     let mut backoff = Backoff::new();
@@ -60,7 +60,7 @@ fn run<A: Actor>(mut turn: Turn<'_, A>) -> End {
             }
         }
         let (cell, mut inbox, state) = turn.parts();
-        if matches!(state.life, Life::Running) && !state.ctx.attention {
+        if state.takes_messages_now() {
             let batch = if state.ctx.timed {
                 let started = std::time::Instant::now();
                 let batch = run_messages(cell, &mut inbox, state, budget);
@@ -105,7 +105,7 @@ fn run<A: Actor>(mut turn: Turn<'_, A>) -> End {
 /// actor takes messages now (always, when it accepted the hand-off as it went idle), else
 /// kept for it.
 #[inline]
-fn take_handoff<A: Actor>(turn: &mut Turn<'_, A>) {
+fn take_handoff<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     let (cell, mut inbox, state) = turn.parts();
     if !inbox.has_handoff() {
         return;

@@ -42,8 +42,9 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::envelope::{Deliver, Discard, Envelope};
+use super::run_next;
 use super::run_next::HandedOff;
-use super::{Schedule, Target};
+use super::{Executor, Target};
 use crate::id::ActorId;
 use crate::loom::{AtomicU64, Ordering, UnsafeCell};
 use crate::mailbox::{Closed, Consumer, Mailbox};
@@ -52,7 +53,7 @@ use crate::mailbox::{Closed, Consumer, Mailbox};
 /// pointer to the cell.
 pub(crate) struct Header {
     vtable: &'static VTable,
-    executor: Arc<dyn Schedule>,
+    executor: Arc<Executor>,
     id: ActorId,
 }
 
@@ -89,7 +90,7 @@ impl<T: Target> Cell<T> {
     /// Builds a cell, not idle, and the right to run its first turn; the cell keeps its alive
     /// reference until its final turn.
     pub(crate) fn new(
-        executor: Arc<dyn Schedule>,
+        executor: Arc<Executor>,
         id: ActorId,
         shared: T::Shared,
         private: T::Private,
@@ -118,7 +119,7 @@ impl<T: Target> Cell<T> {
     }
 
     /// Where this actor runs.
-    pub(crate) fn executor(&self) -> &Arc<dyn Schedule> {
+    pub(crate) fn executor(&self) -> &Arc<Executor> {
         &self.header.executor
     }
 
@@ -133,12 +134,7 @@ impl<T: Target> Cell<T> {
     pub(crate) fn push<P: Deliver<T>>(&self, payload: P) -> Result<(), P> {
         let envelope = Envelope::new(payload);
         if self.mailbox.looks_open_idle() {
-            if let Some(permit) = self
-                .header
-                .executor
-                .run_next()
-                .and_then(|next| next.hand_off_permit())
-            {
+            if let Some(permit) = run_next::permit_for(&self.header.executor) {
                 match self.mailbox.wake_idle() {
                     Ok(true) => {
                         permit.give(Runnable::new(self), envelope.into_raw());
@@ -283,18 +279,23 @@ unsafe fn run<T: Target>(
         // SAFETY: `Header` is the first field of the `repr(C)` cell, so the pointers coincide;
         // the cell is live (function contract).
         let cell = unsafe { cell_ptr.as_ref() };
-        // SAFETY: this thread holds the right to run the actor.
-        let turn = unsafe { Turn::open(cell, budget, handoff) };
-        match catch_unwind(AssertUnwindSafe(move || T::turn(turn))) {
+        let turn = move || {
+            // SAFETY: this thread holds the right to run the actor.
+            let mut state = unsafe { TurnState::open(cell, budget, handoff) };
+            T::turn(Turn { state: &mut state })
+        };
+        match catch_unwind(AssertUnwindSafe(turn)) {
             Ok(End(end)) => end,
             Err(panic) => {
-                // The turn that panicked is over (its `Turn` was dropped while unwinding); the
+                // The turn that panicked is over (its state was dropped while unwinding); the
                 // right to run is still ours.
                 // SAFETY: as above.
-                let turn = unsafe { Turn::open(cell, 0, None) };
+                let mut state = unsafe { TurnState::open(cell, 0, None) };
                 // `failed` records the failure and runs no user code; a panic here would be a
                 // bug of the runtime, and the actor runs again either way.
-                let _ = catch_unwind(AssertUnwindSafe(move || T::failed(turn, panic)));
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    T::failed(Turn { state: &mut state }, panic)
+                }));
                 EndKind::Yield
             }
         }
@@ -330,8 +331,14 @@ pub(crate) enum IdleMode {
     Holding,
 }
 
-/// A turn's exclusive access to its cell. See the module note.
-pub(crate) struct Turn<'a, T: Target> {
+/// A turn's exclusive access to its cell. See the module note. A pointer to the turn's state,
+/// which lives in `run`'s frame: cheap to move, and consumed by the methods that end the turn.
+pub(crate) struct Turn<'t, 'a, T: Target> {
+    state: &'t mut TurnState<'a, T>,
+}
+
+/// What a turn holds; dropped in `run` when `T::turn` returns (or unwinds).
+struct TurnState<'a, T: Target> {
     cell: &'a Cell<T>,
     private: &'a mut T::Private,
     rx: Consumer<'a, Envelope<T>>,
@@ -343,11 +350,11 @@ pub(crate) struct Turn<'a, T: Target> {
     released: bool,
 }
 
-impl<'a, T: Target> Turn<'a, T> {
+impl<'a, T: Target> TurnState<'a, T> {
     /// # Safety
-    /// The caller holds the right to run this actor, and no other `Turn` of it exists.
+    /// The caller holds the right to run this actor, and no other turn of it exists.
     unsafe fn open(cell: &'a Cell<T>, budget: usize, handoff: Option<HandedOff<'a>>) -> Self {
-        Turn {
+        TurnState {
             cell,
             // SAFETY: the right to run makes this turn the only one touching `private`, with
             // happens-before from the previous turn (function contract).
@@ -361,104 +368,10 @@ impl<'a, T: Target> Turn<'a, T> {
         }
     }
 
-    /// A new strong reference to the cell (for the actor's own address).
-    pub(crate) fn arc(&self) -> Arc<Cell<T>> {
-        let ptr: *const Cell<T> = self.cell;
-        // SAFETY: every cell lives in an `Arc` (`Cell::new`), and its alive reference is held
-        // while a turn runs, so the count is at least one: adding one makes a new owner.
-        unsafe {
-            Arc::increment_strong_count(ptr);
-            Arc::from_raw(ptr)
-        }
-    }
-
-    /// Messages this turn may handle before it yields.
-    pub(crate) fn budget(&self) -> usize {
-        self.budget
-    }
-
-    /// The turn's parts: the cell, its inbox (mailbox consumer and hand-off), its private
-    /// state. They borrow the turn, so they are gone before it ends.
-    #[inline]
-    pub(crate) fn parts(&mut self) -> (&Cell<T>, Inbox<'_, 'a, T>, &mut T::Private) {
-        (
-            self.cell,
-            Inbox {
-                rx: &mut self.rx,
-                handoff: &mut self.handoff,
-                handled: &mut self.handled,
-            },
-            self.private,
-        )
-    }
-
-    /// Closes the mailbox and discards every message still in it (`Discard::Stopped`: askers
-    /// are told), in order; a message whose destructor panics is counted and the drain goes
-    /// on. Returns how many were discarded. A hand-off still owned is discarded too.
-    pub(crate) fn close(&mut self) -> usize {
-        let mut discarded = 0;
-        if let Some(handed) = self.handoff.take() {
-            discarded += 1;
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(handed)));
-        }
-        self.rx.close(|envelope| {
-            discarded += 1;
-            let _ = catch_unwind(AssertUnwindSafe(move || envelope.discard(Discard::Stopped)));
-        });
-        discarded
-    }
-
-    /// Marks the actor gone for good: later signals are refused and nothing schedules it.
-    /// Call after `close`, in the final turn, then end it with `finish`.
-    pub(crate) fn terminate(&mut self) {
-        self.flush();
-        self.rx.terminate();
-    }
-
-    /// Ends the final turn (after `terminate`): the cell's alive reference is released when
-    /// `T::turn` has returned.
-    pub(crate) fn finish(mut self) -> End {
-        assert!(
-            self.cell.mailbox.is_terminated(),
-            "a turn finishes only after terminating its mailbox"
-        );
-        self.flush();
-        self.released = true;
-        End(EndKind::Stopped)
-    }
-
-    /// Ends the turn with the actor still scheduled: it runs again later.
-    pub(crate) fn yield_now(mut self) -> End {
-        self.flush();
-        End(EndKind::Yield)
-    }
-
-    /// Tries to go idle: succeeds only if no signal is pending and, for `IdleMode::Open`, every
-    /// message has been read. On success the actor may at once run elsewhere, so this is the
-    /// turn's last access to the cell (it consumes the turn, and with it every borrow). On
-    /// failure the turn comes back, to go round again.
-    pub(crate) fn try_idle(mut self, mode: IdleMode) -> Result<End, Self> {
-        debug_assert!(
-            self.handoff.is_none(),
-            "a turn takes its handed-off message before it can go idle"
-        );
-        // Counted before the idle transition, whose Release publishes it to the next turn.
-        self.flush();
-        let idle = match mode {
-            IdleMode::Open => self.rx.try_idle(),
-            IdleMode::Holding => self.rx.try_idle_holding(),
-        };
-        if idle {
-            self.released = true;
-            Ok(End(EndKind::Idle))
-        } else {
-            Err(self)
-        }
-    }
-
     /// Adds this turn's handled messages to `processed`. Only turns write the counter, one at a
     /// time and ordered by the scheduling rule, so a load and a store suffice (no locked
     /// read-modify-write on the hot path).
+    #[inline]
     fn flush(&mut self) {
         if self.handled > 0 && !self.released {
             let before = self.cell.processed.load(Ordering::Relaxed);
@@ -470,12 +383,112 @@ impl<'a, T: Target> Turn<'a, T> {
     }
 }
 
-impl<T: Target> Drop for Turn<'_, T> {
+impl<T: Target> Drop for TurnState<'_, T> {
     fn drop(&mut self) {
         // Reached with the access still held (a panic unwinding, or after `yield_now`), or
         // after the turn released it, when `flush` touches nothing (and the consumer does not
         // publish its head).
         self.flush();
+    }
+}
+
+impl<'t, 'a, T: Target> Turn<'t, 'a, T> {
+    /// A new strong reference to the cell (for the actor's own address).
+    pub(crate) fn arc(&self) -> Arc<Cell<T>> {
+        let ptr: *const Cell<T> = self.state.cell;
+        // SAFETY: every cell lives in an `Arc` (`Cell::new`), and its alive reference is held
+        // while a turn runs, so the count is at least one: adding one makes a new owner.
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Arc::from_raw(ptr)
+        }
+    }
+
+    /// Messages this turn may handle before it yields.
+    pub(crate) fn budget(&self) -> usize {
+        self.state.budget
+    }
+
+    /// The turn's parts: the cell, its inbox (mailbox consumer and hand-off), its private
+    /// state. They borrow the turn, so they are gone before it ends.
+    #[inline]
+    pub(crate) fn parts(&mut self) -> (&Cell<T>, Inbox<'_, 'a, T>, &mut T::Private) {
+        let state = &mut *self.state;
+        (
+            state.cell,
+            Inbox {
+                rx: &mut state.rx,
+                handoff: &mut state.handoff,
+                handled: &mut state.handled,
+            },
+            state.private,
+        )
+    }
+
+    /// Closes the mailbox and discards every message still in it (`Discard::Stopped`: askers
+    /// are told), in order; a message whose destructor panics is counted and the drain goes
+    /// on. Returns how many were discarded. A hand-off still owned is discarded too.
+    pub(crate) fn close(&mut self) -> usize {
+        let state = &mut *self.state;
+        let mut discarded = 0;
+        if let Some(handed) = state.handoff.take() {
+            discarded += 1;
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(handed)));
+        }
+        state.rx.close(|envelope| {
+            discarded += 1;
+            let _ = catch_unwind(AssertUnwindSafe(move || envelope.discard(Discard::Stopped)));
+        });
+        discarded
+    }
+
+    /// Marks the actor gone for good: later signals are refused and nothing schedules it.
+    /// Call after `close`, in the final turn, then end it with `finish`.
+    pub(crate) fn terminate(&mut self) {
+        self.state.flush();
+        self.state.rx.terminate();
+    }
+
+    /// Ends the final turn (after `terminate`): the cell's alive reference is released when
+    /// `T::turn` has returned.
+    pub(crate) fn finish(self) -> End {
+        assert!(
+            self.state.cell.mailbox.is_terminated(),
+            "a turn finishes only after terminating its mailbox"
+        );
+        self.state.flush();
+        self.state.released = true;
+        End(EndKind::Stopped)
+    }
+
+    /// Ends the turn with the actor still scheduled: it runs again later.
+    pub(crate) fn yield_now(self) -> End {
+        self.state.flush();
+        End(EndKind::Yield)
+    }
+
+    /// Tries to go idle: succeeds only if no signal is pending and, for `IdleMode::Open`, every
+    /// message has been read. On success the actor may at once run elsewhere, so this is the
+    /// turn's last access to the cell (it consumes the turn, and with it every borrow). On
+    /// failure the turn comes back, to go round again.
+    #[inline]
+    pub(crate) fn try_idle(self, mode: IdleMode) -> Result<End, Self> {
+        debug_assert!(
+            self.state.handoff.is_none(),
+            "a turn takes its handed-off message before it can go idle"
+        );
+        // Counted before the idle transition, whose Release publishes it to the next turn.
+        self.state.flush();
+        let idle = match mode {
+            IdleMode::Open => self.state.rx.try_idle(),
+            IdleMode::Holding => self.state.rx.try_idle_holding(),
+        };
+        if idle {
+            self.state.released = true;
+            Ok(End(EndKind::Idle))
+        } else {
+            Err(self)
+        }
     }
 }
 

@@ -20,7 +20,7 @@ mod run_next;
 
 pub(crate) use cell::{Cell, End, IdleMode, Inbox, Panic, Ran, Runnable, Taken, Turn};
 pub(crate) use envelope::{Deliver, Discard, Envelope};
-pub(crate) use run_next::{HandedOff, RunNext};
+pub(crate) use run_next::{enter as enter_run_next, HandedOff, RunNext};
 
 /// What a cell holds and how its turns run; implemented by the actor layer for every actor.
 pub(crate) trait Target: Sized + Send + 'static {
@@ -32,11 +32,11 @@ pub(crate) trait Target: Sized + Send + 'static {
     type Private: Send;
 
     /// Runs one turn. The only ways to end it are the consuming methods of [`Turn`].
-    fn turn(turn: Turn<'_, Self>) -> End;
+    fn turn(turn: Turn<'_, '_, Self>) -> End;
 
     /// A panic unwound out of `turn`: record it, so the next turn deals with it. Must not run
     /// user code. The actor is run again afterwards.
-    fn failed(turn: Turn<'_, Self>, panic: Panic);
+    fn failed(turn: Turn<'_, '_, Self>, panic: Panic);
 }
 
 /// Where an actor's turns run: a pool of workers, or a thread of its own.
@@ -44,13 +44,34 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     /// Runs the actor's next turn, some time soon.
     fn schedule(&self, runnable: Runnable);
 
-    /// The calling thread's run-next position, if it is a worker of this executor that hands
-    /// messages off (used at once, on this thread).
-    fn run_next(&self) -> Option<&RunNext>;
-
     /// This executor as `Any`, so the layer that made it can recognise it (a child inherits
     /// its parent's pool).
     fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// An executor as cells hold it: one allocation per pool (or actor thread), shared by its
+/// actors, so a cell's header holds a thin pointer and "does the calling worker run this
+/// actor's pool?" (the hand-off's question, asked on every send to an idle actor) is a pointer
+/// comparison rather than a call.
+pub(crate) struct Executor {
+    inner: std::sync::Arc<dyn Schedule>,
+}
+
+impl Executor {
+    pub(crate) fn new(inner: std::sync::Arc<dyn Schedule>) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self { inner })
+    }
+
+    /// Runs the actor's next turn, some time soon.
+    #[inline]
+    pub(crate) fn schedule(&self, runnable: Runnable) {
+        self.inner.schedule(runnable)
+    }
+
+    /// The executor behind this handle, as `Any`.
+    pub(crate) fn as_any(&self) -> &dyn std::any::Any {
+        self.inner.as_any()
+    }
 }
 
 /// Runs actors' turns on the calling thread until each has gone idle or stopped (for a cell

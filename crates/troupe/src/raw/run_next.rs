@@ -23,10 +23,69 @@
 
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
-use std::ptr::NonNull;
+use std::ptr::{self, NonNull};
 
 use super::cell::{Header, Runnable};
 use super::envelope::RawEnvelope;
+use super::Executor;
+
+/// The calling worker's run-next position, and the executor (pool) whose actors it runs.
+#[derive(Clone, Copy)]
+struct Current {
+    executor: *const Executor,
+    next: *const RunNext,
+}
+
+thread_local! {
+    static CURRENT: Cell<Current> = const {
+        Cell::new(Current {
+            executor: ptr::null(),
+            next: ptr::null(),
+        })
+    };
+}
+
+/// Makes `next` the calling thread's run-next position for actors of `executor`, until the
+/// guard is dropped (which the worker does before `next` goes away).
+pub(crate) fn enter(executor: &Executor, next: &RunNext) -> RunNextGuard {
+    CURRENT.with(|c| c.set(Current { executor, next }));
+    RunNextGuard {
+        _not_send: std::marker::PhantomData,
+    }
+}
+
+/// Clears the calling thread's run-next position when dropped.
+pub(crate) struct RunNextGuard {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for RunNextGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| {
+            c.set(Current {
+                executor: ptr::null(),
+                next: ptr::null(),
+            })
+        });
+    }
+}
+
+/// Permission to hand a message off on the calling thread, if it is a worker of `executor`
+/// whose run-next position is free.
+#[inline]
+pub(super) fn permit_for(executor: &Executor) -> Option<HandOffPermit<'_>> {
+    let current = CURRENT.with(Cell::get);
+    if !ptr::eq(current.executor, executor) {
+        return None;
+    }
+    // SAFETY: `next` was set by `enter` on this thread to a `RunNext` that outlives its guard,
+    // and the guard clears it first; it is non-null since the executor matched (a null
+    // executor never equals a reference). The permit is used at once on this thread (it is
+    // neither `Send` nor `Sync`) while the caller's `executor` borrow lasts, within the worker's
+    // loop that keeps the `RunNext` alive.
+    let next = unsafe { &*current.next };
+    next.hand_off_permit()
+}
 
 /// What waits in the run-next position.
 enum Next {
@@ -58,10 +117,9 @@ impl RunNext {
     /// True if an actor waits here.
     #[inline]
     pub(crate) fn is_occupied(&self) -> bool {
-        let next = self.next.replace(Next::Empty);
-        let occupied = !matches!(next, Next::Empty);
-        self.next.set(next);
-        occupied
+        // SAFETY: only this thread touches the position (`RunNext` is not `Sync`), and no
+        // reference into the cell is alive across this read.
+        !matches!(unsafe { &*self.next.as_ptr() }, Next::Empty)
     }
 
     /// Puts `runnable` here to run next; gives it back if the position is taken.

@@ -15,7 +15,7 @@ use crossbeam_utils::sync::{Parker, Unparker};
 use crate::error::BuildError;
 use crate::id::ActorId;
 use crate::loom::{AtomicPtr, Ordering};
-use crate::raw::{Ran, RunNext, Runnable, Schedule};
+use crate::raw::{Executor, Ran, Runnable, Schedule};
 use crate::role::{self, Role};
 
 /// Messages a thread-backed actor handles per turn; it has the thread to itself, so the bound
@@ -62,7 +62,7 @@ impl Drop for ThreadExecutor {
 /// Starts the thread of the actor `id`, whose executor (a [`ThreadExecutor`]) is `executor`;
 /// it waits for the actor's first runnable (`schedule` it next).
 pub(crate) fn start_thread(
-    executor: Arc<dyn Schedule>,
+    executor: Arc<Executor>,
     id: ActorId,
     name: String,
 ) -> Result<JoinHandle<()>, BuildError> {
@@ -92,7 +92,7 @@ pub(crate) fn start_thread(
     Ok(thread)
 }
 
-fn thread_executor(executor: &Arc<dyn Schedule>) -> &ThreadExecutor {
+fn thread_executor(executor: &Executor) -> &ThreadExecutor {
     executor
         .as_any()
         .downcast_ref::<ThreadExecutor>()
@@ -107,10 +107,6 @@ impl Schedule for ThreadExecutor {
         let before = self.waiting.swap(boxed, Ordering::Release);
         debug_assert!(before.is_null(), "an actor has one right to run at a time");
         self.unparker.unpark();
-    }
-
-    fn run_next(&self) -> Option<&RunNext> {
-        None
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -41,7 +41,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::BuildError;
 use crate::loom::{AtomicBool, AtomicU64, Ordering};
-use crate::raw::{RunNext, Runnable, Schedule};
+use crate::raw::{Executor, Runnable, Schedule};
 
 pub(crate) use idle::Idle;
 use injector::Injector;
@@ -133,22 +133,15 @@ impl Schedule for PoolShared {
         }
     }
 
-    #[inline]
-    fn run_next(&self) -> Option<&RunNext> {
-        if self.may_block {
-            return None;
-        }
-        worker::local_of(self).map(|local| &local.run_next)
-    }
-
     fn as_any(&self) -> &dyn Any {
         self
     }
 }
 
-/// A running pool: its shared state and its threads.
+/// A running pool: its shared state, the handle its actors hold, and its threads.
 pub(crate) struct Pool {
     pub(crate) shared: Arc<PoolShared>,
+    pub(crate) executor: Arc<Executor>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -186,22 +179,31 @@ impl Pool {
             shutdown: AtomicBool::new(false),
             counters: (0..workers).map(|_| CachePadded::default()).collect(),
         });
+        let executor = Executor::new(shared.clone());
         let mut threads = Vec::with_capacity(workers);
         for (index, (queue, parker)) in queues.into_iter().zip(parkers).enumerate() {
-            let for_worker = shared.clone();
+            let (for_worker, handle) = (shared.clone(), executor.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("{name}-{index}"))
-                .spawn(move || worker::run(for_worker, index, queue, parker));
+                .spawn(move || worker::run(for_worker, handle, index, queue, parker));
             match spawned {
-                Ok(handle) => threads.push(handle),
+                Ok(thread) => threads.push(thread),
                 Err(e) => {
-                    let pool = Pool { shared, threads };
+                    let pool = Pool {
+                        shared,
+                        executor,
+                        threads,
+                    };
                     pool.stop();
                     return Err(BuildError::Thread(e));
                 }
             }
         }
-        Ok(Pool { shared, threads })
+        Ok(Pool {
+            shared,
+            executor,
+            threads,
+        })
     }
 
     /// Stops the workers and joins them. Actors must already have stopped.

@@ -31,7 +31,7 @@ use crossbeam_utils::sync::Parker;
 
 use super::PoolShared;
 use crate::loom::Ordering;
-use crate::raw::{HandedOff, Ran, RunNext, Runnable};
+use crate::raw::{self, Executor, HandedOff, Ran, RunNext, Runnable};
 use crate::role::{self, Role};
 
 /// Ticks between looks at the injector ahead of local work (as async-executor and tokio do).
@@ -70,6 +70,7 @@ pub(super) fn local_of(pool: &PoolShared) -> Option<&Local> {
 /// The body of a worker thread.
 pub(super) fn run(
     shared: Arc<PoolShared>,
+    executor: Arc<Executor>,
     index: usize,
     queue: LocalQueue<Runnable>,
     parker: Parker,
@@ -83,6 +84,9 @@ pub(super) fn run(
         may_block: shared.may_block,
     });
     CURRENT.with(|c| c.set(&local));
+    // Hand-offs to this pool's actors land in this worker's run-next position (a pool for
+    // blocking code has none: what it schedules must stay stealable).
+    let _run_next = (!shared.may_block).then(|| raw::enter_run_next(&executor, &local.run_next));
     let mut worker = WorkerLoop {
         shared: &shared,
         local: &local,
