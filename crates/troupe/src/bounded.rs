@@ -15,18 +15,27 @@
 //! Every refusal and drop is counted exactly, and visible in the actor's metrics.
 //!
 //! # Waking senders that wait for room
-//! A sender that found the mailbox full registers its waker under the `waiters` lock and sets
-//! `has_waiters` while still holding it, then reads `len` again. The actor, after counting a
-//! message out of `len`, reads `has_waiters`; if set, it takes the wakers and clears the flag
-//! under the same lock. Both `len` and `has_waiters` are accessed with `SeqCst`, so either the
-//! releaser sees the flag (and finds the waker under the lock, which the registration held
-//! while setting it), or the sender's second read of `len` sees the room. Clearing the flag
-//! outside the lock would let a registration slip between the take and the clear and be hidden
-//! by it: that sender would wait for ever (the loom model below finds it).
+//! The admission count and a "senders are waiting" flag share one atomic word (`state`: the
+//! count below [`WAITERS`], the flag in it), so the two sides of the wake-up need no fence:
+//! - a sender that found the mailbox full pushes its waker under the `waiters` lock and, still
+//!   holding it, sets the flag with a read-modify-write that also returns the count;
+//! - the actor counts a message out with a read-modify-write that also returns the flag; if it
+//!   was set, it takes the lock, clears the flag and takes the wakers.
+//!
+//! Read-modify-writes of one word are totally ordered: either the actor's comes after the
+//! sender's (it sees the flag, and the lock hands it the waker pushed before the flag was set),
+//! or before (the sender's returns the lower count, sees the room, and retries rather than
+//! waits). The flag is set and cleared only under the lock, so a registration cannot slip
+//! between a take and a clear and be hidden by it. (An earlier version kept the flag in its own
+//! atomic with `SeqCst` accesses and cleared it after unlocking; a sender registering in that
+//! gap waited for ever. The loom model below checks this protocol.)
 
 use std::task::Waker;
 
-use crate::loom::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+use crate::loom::{AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
+
+/// The flag bit of `Bound::state`: senders wait for room (their wakers are in `waiters`).
+const WAITERS: usize = 1 << (usize::BITS - 1);
 
 /// What a full bounded mailbox does with one more message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,13 +54,12 @@ pub enum Overflow {
 pub(crate) struct Bound {
     pub(crate) capacity: usize,
     pub(crate) overflow: Overflow,
-    /// Messages admitted and not yet taken by the actor.
-    len: AtomicUsize,
+    /// Messages admitted and not yet taken by the actor, plus the [`WAITERS`] flag.
+    state: AtomicUsize,
     /// Oldest messages the actor must drop before handling the next one (`DropOldest`).
     to_drop: AtomicUsize,
     pub(crate) rejected: AtomicU64,
     pub(crate) dropped: AtomicU64,
-    has_waiters: AtomicBool,
     waiters: Mutex<Vec<Waker>>,
 }
 
@@ -70,11 +78,10 @@ impl Bound {
         Self {
             capacity: capacity.max(1),
             overflow,
-            len: AtomicUsize::new(0),
+            state: AtomicUsize::new(0),
             to_drop: AtomicUsize::new(0),
             rejected: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
-            has_waiters: AtomicBool::new(false),
             waiters: Mutex::new(Vec::new()),
         }
     }
@@ -82,20 +89,20 @@ impl Bound {
     /// Counts one message in, or decides what to do with it. A refusal is counted unless the
     /// sender will wait and retry (`send().await`).
     pub(crate) fn admit(&self, count_refusal: bool) -> Admit {
-        let before = self.len.fetch_add(1, Ordering::SeqCst);
+        let before = self.state.fetch_add(1, Ordering::AcqRel) & !WAITERS;
         if before < self.capacity {
             return Admit::Yes;
         }
         match self.overflow {
             Overflow::Fail => {
-                self.len.fetch_sub(1, Ordering::SeqCst);
+                self.state.fetch_sub(1, Ordering::AcqRel);
                 if count_refusal {
                     self.rejected.fetch_add(1, Ordering::Relaxed);
                 }
                 Admit::Full
             }
             Overflow::DropNewest => {
-                self.len.fetch_sub(1, Ordering::SeqCst);
+                self.state.fetch_sub(1, Ordering::AcqRel);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 Admit::DropIt
             }
@@ -104,7 +111,7 @@ impl Bound {
                 Admit::Yes
             }
             Overflow::DropOldest => {
-                self.len.fetch_sub(1, Ordering::SeqCst);
+                self.state.fetch_sub(1, Ordering::AcqRel);
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 Admit::DropIt
             }
@@ -113,14 +120,12 @@ impl Bound {
 
     /// The actor took `n` messages (or a send was undone): room for `n` more.
     pub(crate) fn release(&self, n: usize) {
-        // SeqCst, with the flag's load below, pairs with the registration in `wait_for_room`
-        // (see the module note).
-        self.len.fetch_sub(n, Ordering::SeqCst);
-        if self.has_waiters.load(Ordering::SeqCst) {
+        // AcqRel: pairs with the registration's `fetch_or` (see the module note).
+        if self.state.fetch_sub(n, Ordering::AcqRel) & WAITERS != 0 {
             let waiters = {
                 let mut waiters = self.lock();
                 // Cleared under the lock that registrations hold while setting it.
-                self.has_waiters.store(false, Ordering::SeqCst);
+                self.state.fetch_and(!WAITERS, Ordering::AcqRel);
                 std::mem::take(&mut *waiters)
             };
             for waker in waiters {
@@ -147,20 +152,19 @@ impl Bound {
     /// Registers `waker` to be woken when room is made. Returns true if there is room now
     /// (the caller should try again rather than wait).
     pub(crate) fn wait_for_room(&self, waker: &Waker) -> bool {
-        {
-            let mut waiters = self.lock();
-            if !waiters.iter().any(|w| w.will_wake(waker)) {
-                waiters.push(waker.clone());
-            }
-            // Set while holding the lock: see the module note.
-            self.has_waiters.store(true, Ordering::SeqCst);
+        let mut waiters = self.lock();
+        if !waiters.iter().any(|w| w.will_wake(waker)) {
+            waiters.push(waker.clone());
         }
-        self.len.load(Ordering::SeqCst) < self.capacity
+        // Set while holding the lock; returns the count as of now (see the module note).
+        let count = self.state.fetch_or(WAITERS, Ordering::AcqRel) & !WAITERS;
+        drop(waiters);
+        count < self.capacity
     }
 
     /// Messages waiting (admitted, not yet taken).
     pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
+        self.state.load(Ordering::Relaxed) & !WAITERS
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Waker>> {
@@ -177,26 +181,34 @@ impl Bound {
 mod loom_tests {
     use super::*;
     use crate::loom::{thread, Arc};
+    use loom::sync::Notify;
     use std::task::Wake;
 
-    /// Wakes a parked loom thread.
-    struct Unpark(thread::Thread);
-    impl Wake for Unpark {
+    /// Wakes a waiting loom thread. (A `Notify` rather than park/unpark: loom treats an unpark
+    /// as waking a thread blocked on a mutex too, which a real thread is not.)
+    struct Wakeup(Arc<Notify>);
+    impl Wake for Wakeup {
         fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
+            self.0.notify();
         }
     }
 
-    /// A sender that waits for room as `Addr::send` does, until it has sent `n` messages.
-    fn send_waiting(bound: &Bound, n: usize) {
-        let waker = Waker::from(std::sync::Arc::new(Unpark(thread::current())));
+    /// A sender that waits for room as `Addr::send` does, until it has sent `n` messages
+    /// (counted into `queued`, the mailbox the actor reads, whose arrivals `actor` hears of).
+    fn send_waiting(bound: &Bound, queued: &AtomicUsize, actor: &Notify, n: usize) {
+        let room = Arc::new(Notify::new());
+        let waker = Waker::from(std::sync::Arc::new(Wakeup(room.clone())));
         let mut sent = 0;
         while sent < n {
             match bound.admit(false) {
-                Admit::Yes => sent += 1,
+                Admit::Yes => {
+                    queued.fetch_add(1, Ordering::SeqCst);
+                    actor.notify();
+                    sent += 1;
+                }
                 Admit::Full => {
                     if !bound.wait_for_room(&waker) {
-                        thread::park();
+                        room.wait();
                     }
                 }
                 Admit::DropIt => unreachable!("overflow policy Fail"),
@@ -204,28 +216,41 @@ mod loom_tests {
         }
     }
 
+    /// Senders racing for one slot, each sending `PER` messages.
+    const SENDERS: usize = 2;
+    const PER: usize = 2;
+
     #[test]
     fn loom_bounded_wakes_every_waiting_sender() {
-        loom::model(|| {
+        let mut builder = loom::model::Builder::new();
+        if builder.preemption_bound.is_none() {
+            builder.preemption_bound = Some(2);
+        }
+        builder.check(|| {
+            let actor = Arc::new(Notify::new());
             let bound = Arc::new(Bound::new(1, Overflow::Fail));
+            let queued = Arc::new(AtomicUsize::new(0));
             assert!(
                 matches!(bound.admit(false), Admit::Yes),
                 "the mailbox is full"
             );
-            let senders: Vec<_> = (0..2)
+            queued.fetch_add(1, Ordering::SeqCst);
+            let senders: Vec<_> = (0..SENDERS)
                 .map(|_| {
-                    let bound = bound.clone();
-                    thread::spawn(move || send_waiting(&bound, 1))
+                    let (bound, queued, actor) = (bound.clone(), queued.clone(), actor.clone());
+                    thread::spawn(move || send_waiting(&bound, &queued, &actor, PER))
                 })
                 .collect();
-            // The actor takes the three messages as they come, one at a time.
+            // The actor takes the messages as they come, one at a time.
             let mut taken = 0;
-            while taken < 3 {
-                if bound.len() > 0 {
+            while taken < SENDERS * PER + 1 {
+                if queued.load(Ordering::SeqCst) > 0 {
+                    queued.fetch_sub(1, Ordering::SeqCst);
                     bound.release(1);
                     taken += 1;
                 } else {
-                    thread::yield_now();
+                    // Woken by the next sender that queues.
+                    actor.wait();
                 }
             }
             for sender in senders {

@@ -41,20 +41,20 @@
 // `tests/layers.rs`, checks every `crate::` path against this order).
 
 // 1. Foundations: the model-checker shim, ids, failures, errors, the calling thread's role.
-mod error;
-mod failure;
-mod id;
 mod loom;
+mod id;
+mod failure;
+mod error;
 mod role;
 
 // 2. Concurrent building blocks, each standing alone: the mailbox, the signal lane, bounded
 //    admission, lazily allocated state, timers, the ask reply slot.
+mod mailbox;
+mod signal;
 mod bounded;
 mod lazy;
-mod mailbox;
-mod reply;
-mod signal;
 mod timer;
+mod reply;
 
 // 3. The raw actor: a cell generic over what it holds, the move-only right to run a turn,
 //    type-erased messages, the hand-off (all the unsafe of type erasure and raw cell access).
@@ -70,16 +70,16 @@ mod names;
 mod runtime;
 
 // 6. The actor model: supervision, the user's traits and context, an actor's life, its turn.
+mod supervision;
 mod actor;
 mod life;
-mod supervision;
 mod turn;
 
 // 7. The public API: metrics, addresses, the system, the context's methods.
-mod addr;
-mod context;
 mod metrics;
+mod addr;
 mod system;
+mod context;
 
 pub use actor::{Actor, Context, Handler, Message, Terminated, WatchId};
 pub use addr::Addr;

@@ -1146,4 +1146,129 @@ mod loom_tests {
             assert_eq!(drained + refused, 3, "every message drained or handed back");
         });
     }
+
+    /// A turn as `raw/cell.rs` runs one: the handed-off message (if any) first, then the
+    /// mailbox; the handled count is added to `processed` with a plain load and store *before*
+    /// the idle transition (the turn's last access). A count written after it would race the
+    /// next turn, and loom would find the lost update.
+    fn counted_turn(
+        mb: &Mailbox<usize>,
+        handed: Option<usize>,
+        seen: &Mutex<Vec<usize>>,
+        processed: &LoomUsize,
+        holding: bool,
+    ) {
+        // SAFETY: only the thread that woke the owner runs its turn (the model's scheduling
+        // rule, as the runtime's).
+        let mut rx = unsafe { mb.consumer() };
+        let mut handled = 0;
+        if let Some(m) = handed {
+            seen.lock().unwrap().push(m);
+            handled += 1;
+        }
+        loop {
+            if !holding {
+                while let Some(m) = rx.pop() {
+                    seen.lock().unwrap().push(m);
+                    handled += 1;
+                }
+            }
+            let before = processed.load(Ordering::Relaxed);
+            processed.store(before + handled, Ordering::Relaxed);
+            handled = 0;
+            let idle = if holding {
+                rx.try_idle_holding()
+            } else {
+                rx.try_idle()
+            };
+            if idle {
+                return;
+            }
+            thread::yield_now();
+        }
+    }
+
+    /// A sender as `Cell::push` is: hand the message off if the owner is idle and open (and then
+    /// run its turn, as the worker does next), else push (and run the turn if that woke it).
+    fn send(
+        mb: &Mailbox<usize>,
+        m: usize,
+        seen: &Mutex<Vec<usize>>,
+        processed: &LoomUsize,
+        holding: bool,
+    ) {
+        if mb.looks_open_idle() {
+            match mb.wake_idle() {
+                Ok(true) => {
+                    assert!(!holding, "a holding owner is never handed a message");
+                    counted_turn(mb, Some(m), seen, processed, holding);
+                    return;
+                }
+                Ok(false) => {}
+                Err(_) => unreachable!("never closed here"),
+            }
+        }
+        if mb.push(m).unwrap() {
+            counted_turn(mb, None, seen, processed, holding);
+        }
+    }
+
+    /// Two senders race hand-offs and pushes to an idle owner: every message is handled once,
+    /// in each sender's order, turns never lose a count, and the hand-off never overtakes a
+    /// queued message.
+    #[test]
+    fn loom_hand_off_and_turn_end() {
+        model(|| {
+            let mb = Arc::new(Mailbox::<usize>::new(true));
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let processed = Arc::new(LoomUsize::new(0));
+            let senders: Vec<_> = (0..2)
+                .map(|p| {
+                    let (mb, seen, processed) = (mb.clone(), seen.clone(), processed.clone());
+                    thread::spawn(move || {
+                        for i in 0..2 {
+                            send(&mb, p * 10 + i, &seen, &processed, false);
+                        }
+                    })
+                })
+                .collect();
+            for s in senders {
+                s.join().unwrap();
+            }
+            let seen = seen.lock().unwrap().clone();
+            assert_eq!(
+                processed.load(Ordering::Relaxed),
+                4,
+                "every handled message counted"
+            );
+            for p in 0..2 {
+                let mine: Vec<usize> = seen.iter().copied().filter(|m| m / 10 == p).collect();
+                assert_eq!(mine, vec![p * 10, p * 10 + 1], "once each, in order");
+            }
+        });
+    }
+
+    /// An owner that idles holding its messages (suspended, awaiting) is never handed one:
+    /// senders queue, and each wake runs a turn that keeps holding.
+    #[test]
+    fn loom_holding_owner_gets_no_hand_off() {
+        model(|| {
+            let mb = Arc::new(Mailbox::<usize>::new(false));
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let processed = Arc::new(LoomUsize::new(0));
+            // The owner's turn: it holds.
+            counted_turn(&mb, None, &seen, &processed, true);
+            let sender = {
+                let (mb, seen, processed) = (mb.clone(), seen.clone(), processed.clone());
+                thread::spawn(move || {
+                    for i in 0..2 {
+                        send(&mb, i, &seen, &processed, true);
+                    }
+                })
+            };
+            sender.join().unwrap();
+            assert!(seen.lock().unwrap().is_empty(), "held, not handled");
+            assert_eq!(mb.len(), 2, "both queued");
+        });
+    }
 }
