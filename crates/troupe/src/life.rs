@@ -186,6 +186,16 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
             actor.started(&mut state.ctx);
         }
     }
+    // An await a handler began: before the signals, one of which may already be its result
+    // (the future can finish before the turn that started it has ended).
+    {
+        let (_, _, state) = turn.parts();
+        if let Some(awaiting) = state.ctx.awaiting.take() {
+            if matches!(state.life, Life::Running) {
+                state.life = Life::Awaiting(awaiting);
+            }
+        }
+    }
     // Signals, one at a time: the rest stay in `pending` if one panics.
     loop {
         let (_, _, state) = turn.parts();
@@ -193,9 +203,7 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
             break;
         };
         on_signal(turn, signal);
-    }
-    // What handlers asked for.
-    {
+        // A continuation run by `Resume` may itself begin an await.
         let (_, _, state) = turn.parts();
         if let Some(awaiting) = state.ctx.awaiting.take() {
             if matches!(state.life, Life::Running) {

@@ -584,3 +584,53 @@ fn asks_dropped_by_overflow_say_so() {
     }
     system.shutdown();
 }
+
+// ---------------------------------------------------------------------------------------------
+// An await whose future finishes before the turn that began it has ended.
+
+struct Quick {
+    log: Arc<Mutex<Vec<&'static str>>>,
+}
+impl Actor for Quick {}
+struct AwaitReady;
+impl Message for AwaitReady {
+    type Reply = ();
+}
+impl Handler<AwaitReady> for Quick {
+    fn handle(&mut self, _: AwaitReady, ctx: &mut Context<Self>) {
+        ctx.await_then(async {}, |me: &mut Quick, _, ()| {
+            me.log.lock().unwrap().push("resumed")
+        });
+        // The future is done, and its result signalled, before this turn ends.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+struct After;
+impl Message for After {
+    type Reply = ();
+}
+impl Handler<After> for Quick {
+    fn handle(&mut self, _: After, _: &mut Context<Self>) {
+        self.log.lock().unwrap().push("after");
+    }
+}
+
+#[test]
+fn an_await_that_finishes_within_its_turn_resumes() {
+    let system = System::new();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let quick = system.spawn(Quick { log: log.clone() });
+    for _ in 0..5 {
+        quick.tell(AwaitReady).unwrap();
+        quick.tell(After).unwrap();
+    }
+    wait_for("every await resumed", Duration::from_secs(10), || {
+        log.lock().unwrap().len() == 10
+    });
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["resumed", "after"].repeat(5),
+        "each continuation ran before the next message"
+    );
+    system.shutdown();
+}
