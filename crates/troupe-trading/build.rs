@@ -23,5 +23,9 @@ fn main() {
             println!("cargo:rerun-if-changed={path}");
         }
     }
+    // Any source change reruns this, so the recorded `--dirty` is that of the sources built.
+    for dir in ["../../crates", "../../Cargo.toml", "../../Cargo.lock"] {
+        println!("cargo:rerun-if-changed={dir}");
+    }
     println!("cargo:rerun-if-changed=build.rs");
 }

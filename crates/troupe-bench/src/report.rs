@@ -25,7 +25,7 @@ pub struct Machine {
 }
 
 impl Machine {
-    /// The machine this process runs on, with the compiler and commit it was built from.
+    /// The machine this process runs on, the compiler, and the commit (see `commit_label`).
     pub fn current() -> Self {
         Machine {
             cpu: cpu_model(),
@@ -33,8 +33,29 @@ impl Machine {
             os: os_name(),
             runtime: format!("troupe {}", env!("CARGO_PKG_VERSION")),
             compiler: Some(env!("TROUPE_BENCH_RUSTC").to_owned()),
-            commit: Some(env!("TROUPE_BENCH_COMMIT").to_owned()),
+            commit: Some(commit_label(env!("TROUPE_BENCH_COMMIT"))),
         }
+    }
+}
+
+/// The commit the figures come from, read when the program runs: `git describe --dirty` of the
+/// source tree the binary was built from. The build script records the same at build time
+/// (rerun whenever a source file changes); if the two differ, the binary does not match the
+/// tree, and the label says both, so a figure is never credited to a clean commit it did not
+/// come from. Where git or the tree is missing, the build-time value is given as such.
+fn commit_label(built: &str) -> String {
+    let now = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned());
+    match now {
+        Some(now) if now == built => now,
+        Some(now) => format!("{now} (binary built at {built})"),
+        None => format!("{built} (at build time)"),
     }
 }
 
