@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::failure::{Failure, StopReason};
 use crate::id::ActorId;
-use crate::raw::Cell;
+use crate::raw::{Cell, Envelope};
 use crate::supervision::children::Children;
 use crate::supervision::{Restart, SupervisorStrategy};
 
@@ -132,13 +132,9 @@ pub struct WatchId(pub(crate) u64);
 pub struct Context<A: Actor> {
     /// The actor's own cell: set by its first turn, cleared by its last.
     pub(crate) me: Option<Arc<Cell<A>>>,
-    pub(crate) children: Option<Box<Children>>,
-    /// Rebuilding the actor (supervised children only), allocated when needed.
-    pub(crate) factory: Option<Box<Factory<A>>>,
-    /// `await_then` asked to hold the mailbox; the turn takes it (see `life.rs`).
-    pub(crate) awaiting: Option<Box<Awaiting<A>>>,
-    /// Numbers each `await_then`, so a late result of a cancelled await is recognised.
-    pub(crate) awaits: u32,
+    /// Rarely needed state (children, factory, awaits, a parked message), allocated on first
+    /// use: most actors never need it, and every actor carries this pointer.
+    pub(crate) rare: Option<Box<Rare<A>>>,
     /// `ctx.stop()` was called.
     pub(crate) stop_requested: bool,
     /// Something needs the lifecycle's attention before the next message (a request above, a
@@ -147,6 +143,19 @@ pub struct Context<A: Actor> {
     pub(crate) attention: bool,
     /// Measure time spent in handlers.
     pub(crate) timed: bool,
+}
+
+/// The part of a context most actors never use.
+pub(crate) struct Rare<A: Actor> {
+    pub(crate) children: Children,
+    /// Rebuilds the actor (supervised children only).
+    pub(crate) factory: Option<Factory<A>>,
+    /// `await_then` asked to hold the mailbox; the turn takes it (see `life.rs`).
+    pub(crate) awaiting: Option<Box<Awaiting<A>>>,
+    /// Numbers each `await_then`, so a late result of a cancelled await is recognised.
+    pub(crate) awaits: u32,
+    /// A handed-off message the actor could not take at once, delivered ahead of the mailbox.
+    pub(crate) parked: Option<Envelope<A>>,
 }
 
 /// How a supervised child is rebuilt, and when.
@@ -164,14 +173,28 @@ pub(crate) struct Awaiting<A: Actor> {
 /// The continuation of `await_then`, with the future's output type erased.
 pub(crate) type Resume<A> = Box<dyn FnOnce(&mut A, &mut Context<A>, Box<dyn Any + Send>) + Send>;
 
-impl<A: Actor> Context<A> {
-    pub(crate) fn new(timed: bool, factory: Option<Box<Factory<A>>>) -> Self {
+impl<A: Actor> Default for Rare<A> {
+    fn default() -> Self {
         Self {
-            me: None,
-            children: None,
-            factory,
+            children: Children::default(),
+            factory: None,
             awaiting: None,
             awaits: 0,
+            parked: None,
+        }
+    }
+}
+
+impl<A: Actor> Context<A> {
+    pub(crate) fn new(timed: bool, factory: Option<Factory<A>>) -> Self {
+        Self {
+            me: None,
+            rare: factory.map(|factory| {
+                Box::new(Rare {
+                    factory: Some(factory),
+                    ..Rare::default()
+                })
+            }),
             stop_requested: false,
             attention: true, // `started` has yet to run
             timed,
@@ -200,10 +223,24 @@ impl<A: Actor> Context<A> {
 
     /// Number of children currently alive (not yet reported stopped).
     pub fn children_count(&self) -> usize {
-        self.children.as_ref().map_or(0, |c| c.len())
+        self.children().map_or(0, |c| c.len())
+    }
+
+    /// The rarely needed state, allocated if needed.
+    pub(crate) fn rare_mut(&mut self) -> &mut Rare<A> {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    pub(crate) fn children(&self) -> Option<&Children> {
+        self.rare.as_ref().map(|r| &r.children)
     }
 
     pub(crate) fn children_mut(&mut self) -> &mut Children {
-        self.children.get_or_insert_with(Box::default)
+        &mut self.rare_mut().children
+    }
+
+    /// The await a handler asked for, if any.
+    pub(crate) fn take_awaiting(&mut self) -> Option<Box<Awaiting<A>>> {
+        self.rare.as_mut().and_then(|r| r.awaiting.take())
     }
 }

@@ -116,7 +116,7 @@ impl<A: Actor> Addr<A> {
         count_refusal: bool,
     ) -> Result<(), Refused<P>> {
         let cell = &*self.cell;
-        match &cell.shared.bound {
+        match cell.shared.bound() {
             None => cell.push(payload).map_err(Refused::Stopped),
             Some(bound) => Self::send_bounded(cell, bound, payload, count_refusal),
         }
@@ -216,8 +216,7 @@ impl<A: Actor> Addr<A> {
                     let bound = self
                         .cell
                         .shared
-                        .bound
-                        .as_deref()
+                        .bound()
                         .expect("only bounded mailboxes fill");
                     // Wait until room is made (or the actor stops), then try again; if another
                     // sender took the room first, this waits again.
@@ -293,7 +292,7 @@ impl<A: Actor> Addr<A> {
 
     /// Messages waiting in the actor's mailbox (approximate; for monitoring).
     pub fn mailbox_len(&self) -> usize {
-        match &self.cell.shared.bound {
+        match self.cell.shared.bound() {
             Some(bound) => bound.len(),
             None => self.cell.mailbox_len(),
         }

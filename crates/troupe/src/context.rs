@@ -78,13 +78,13 @@ impl<A: Actor> Context<A> {
             make: Box::new(factory),
             restart: options.restart_policy(),
         };
-        self.spawn_child_inner(first, Some(Box::new(factory)), options)
+        self.spawn_child_inner(first, Some(factory), options)
     }
 
     fn spawn_child_inner<B: Actor>(
         &mut self,
         actor: B,
-        factory: Option<Box<Factory<B>>>,
+        factory: Option<Factory<B>>,
         options: SpawnOptions,
     ) -> Addr<B> {
         let parent = self.myself().into_erased();
@@ -260,9 +260,10 @@ impl<A: Actor> Context<A> {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        self.awaits = self.awaits.wrapping_add(1);
-        let id = self.awaits;
-        self.awaiting = Some(Box::new(Awaiting {
+        let rare = self.rare_mut();
+        rare.awaits = rare.awaits.wrapping_add(1);
+        let id = rare.awaits;
+        rare.awaiting = Some(Box::new(Awaiting {
             id,
             resume: Box::new(move |actor: &mut A, ctx: &mut Context<A>, output| {
                 let output = output

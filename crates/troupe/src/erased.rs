@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use crate::bounded::Bound;
 use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::loom::AtomicU64;
@@ -27,6 +28,10 @@ pub(crate) type Watcher = Box<dyn FnOnce(ActorId, &StopReason) + Send>;
 
 #[derive(Default)]
 pub(crate) struct Extras {
+    /// Admission to a bounded mailbox: set when the actor is spawned bounded (the box is then
+    /// allocated at once), never changed. Kept here rather than in the cell, which every actor
+    /// pays for: an unbounded actor's sends read one null pointer either way.
+    pub(crate) bound: Option<Bound>,
     inner: Mutex<Inner>,
     /// Restarts by its supervisor.
     pub(crate) restarts: AtomicU64,
@@ -45,6 +50,14 @@ pub(crate) struct Inner {
 }
 
 impl Extras {
+    /// Extras for an actor spawned with a bounded mailbox.
+    pub(crate) fn bounded(bound: Bound) -> Self {
+        Self {
+            bound: Some(bound),
+            ..Self::default()
+        }
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         // Every critical section is a push, a removal or a take: a poisoned lock is consistent.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())

@@ -27,6 +27,13 @@ impl<T: Default> LazyBox<T> {
         }
     }
 
+    /// A box allocated now, holding `value`.
+    pub(crate) fn with(value: T) -> Self {
+        Self {
+            ptr: AtomicPtr::new(Box::into_raw(Box::new(value))),
+        }
+    }
+
     /// The value, if it has been allocated.
     pub(crate) fn get(&self) -> Option<&T> {
         // Acquire pairs with the Release compare-and-swap in `get_or_init`.

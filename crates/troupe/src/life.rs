@@ -84,12 +84,19 @@ impl<A: Actor> Life<A> {
 
 /// What any thread may read of an actor (`Target::Shared`).
 pub(crate) struct ActorShared {
-    /// Admission to a bounded mailbox.
-    pub(crate) bound: Option<Box<Bound>>,
     pub(crate) signals: SignalStack,
     pub(crate) parent: ParentLink,
     pub(crate) system: Arc<SystemShared>,
+    /// Watchers, links, names, counters, and a bounded mailbox's admission.
     pub(crate) extras: LazyBox<Extras>,
+}
+
+impl ActorShared {
+    /// Admission to the actor's mailbox, if it is bounded.
+    #[inline]
+    pub(crate) fn bound(&self) -> Option<&Bound> {
+        self.extras.get().and_then(|extras| extras.bound.as_ref())
+    }
 }
 
 /// What an actor reports to when it fails or stops.
@@ -108,9 +115,6 @@ pub(crate) struct ActorState<A: Actor> {
     pub(crate) life: Life<A>,
     /// Signals taken from the stack and not yet handled, oldest first.
     pub(crate) pending: SignalBatch,
-    /// A handed-off message the actor could not take at once (kept, never lost; see
-    /// `turn.rs`), delivered ahead of the mailbox when it runs.
-    pub(crate) parked: Option<Box<Envelope<A>>>,
 }
 
 impl<A: Actor> ActorState<A> {
@@ -120,7 +124,6 @@ impl<A: Actor> ActorState<A> {
             ctx,
             life: Life::Starting,
             pending: SignalBatch::new(),
-            parked: None,
         }
     }
 
@@ -139,9 +142,12 @@ impl<A: Actor> ActorState<A> {
     fn settle(&mut self) {
         self.ctx.attention = !matches!(self.life, Life::Running)
             || self.ctx.stop_requested
-            || self.ctx.awaiting.is_some()
+            || self
+                .ctx
+                .rare
+                .as_ref()
+                .is_some_and(|r| r.awaiting.is_some() || r.parked.is_some())
             || !self.pending.is_empty()
-            || self.parked.is_some()
             || self.actor.is_none();
     }
 }
@@ -190,7 +196,7 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
     // (the future can finish before the turn that started it has ended).
     {
         let (_, _, state) = turn.parts();
-        if let Some(awaiting) = state.ctx.awaiting.take() {
+        if let Some(awaiting) = state.ctx.take_awaiting() {
             if matches!(state.life, Life::Running) {
                 state.life = Life::Awaiting(awaiting);
             }
@@ -205,7 +211,7 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
         on_signal(turn, signal);
         // A continuation run by `Resume` may itself begin an await.
         let (_, _, state) = turn.parts();
-        if let Some(awaiting) = state.ctx.awaiting.take() {
+        if let Some(awaiting) = state.ctx.take_awaiting() {
             if matches!(state.life, Life::Running) {
                 state.life = Life::Awaiting(awaiting);
             }
@@ -242,7 +248,7 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
     let (_, _, state) = turn.parts();
     if matches!(state.life, Life::Running) && !state.ctx.stop_requested {
         if let Some(actor) = state.actor.as_mut() {
-            if let Some(parked) = state.parked.take() {
+            if let Some(parked) = state.ctx.rare.as_mut().and_then(|r| r.parked.take()) {
                 parked.deliver(actor, &mut state.ctx);
             }
         }
@@ -256,7 +262,7 @@ fn on_signal<A: Actor>(turn: &mut Turn<'_, '_, A>, signal: Signal) {
         Signal::Stop => begin_stop(turn, StopReason::Normal),
         Signal::ChildStopped { key, reason } => {
             let (cell, _, state) = turn.parts();
-            if let Some(child) = state.ctx.children.as_mut().and_then(|c| c.remove(key)) {
+            if let Some(child) = state.ctx.rare.as_mut().and_then(|r| r.children.remove(key)) {
                 tracing::trace!(actor = %cell.id(), child = %child.cell.actor_id(), %reason, "child stopped");
             }
         }
@@ -343,8 +349,9 @@ fn on_stop_request<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     let permanent_child = matches!(cell.shared.parent, ParentLink::Actor { .. })
         && state
             .ctx
-            .factory
+            .rare
             .as_ref()
+            .and_then(|r| r.factory.as_ref())
             .is_some_and(|f| f.restart == Restart::Permanent);
     if permanent_child && matches!(state.life, Life::Running | Life::Awaiting(_)) {
         state.life = Life::Failed(Box::new(Failure::Exited));
@@ -362,9 +369,11 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
             return;
         }
         state.life = Life::Stopping(Box::new(reason));
-        state.ctx.awaiting = None;
-        if let Some(parked) = state.parked.take() {
-            let _ = catch_unwind(AssertUnwindSafe(move || parked.discard(Discard::Stopped)));
+        if let Some(rare) = state.ctx.rare.as_mut() {
+            rare.awaiting = None;
+            if let Some(parked) = rare.parked.take() {
+                let _ = catch_unwind(AssertUnwindSafe(move || parked.discard(Discard::Stopped)));
+            }
         }
         if let Some(actor) = state.actor.as_mut() {
             guarded(|| actor.stopping(&mut state.ctx));
@@ -372,11 +381,11 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
     }
     let discarded = turn.close();
     let (cell, _, state) = turn.parts();
-    if let Some(bound) = &cell.shared.bound {
+    if let Some(bound) = cell.shared.bound() {
         // Senders waiting for room wake to find the mailbox closed.
         bound.release(discarded);
     }
-    if let Some(children) = state.ctx.children.as_ref() {
+    if let Some(children) = state.ctx.children() {
         for child in children.cells() {
             child.signal(Signal::Stop);
         }
@@ -393,7 +402,7 @@ fn supervise<A: Actor>(turn: &mut Turn<'_, '_, A>, key: usize, failure: Failure)
             Err(panic) => {
                 // The child cannot be left waiting for a decision: it stops, and this actor
                 // fails (its own supervisor decides about it).
-                if let Some(child) = state.ctx.children.as_ref().and_then(|c| c.get(key)) {
+                if let Some(child) = state.ctx.children().and_then(|c| c.get(key)) {
                     child.signal(Signal::Stop);
                 }
                 record_failure(
@@ -406,7 +415,7 @@ fn supervise<A: Actor>(turn: &mut Turn<'_, '_, A>, key: usize, failure: Failure)
         },
         None => Default::default(),
     };
-    let Some(children) = state.ctx.children.as_mut() else {
+    let Some(children) = state.ctx.rare.as_mut().map(|r| &mut r.children) else {
         return;
     };
     match children.decide(key, &failure, &strategy, stopping, Instant::now()) {
@@ -438,13 +447,13 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
     if state.life.is_stopping() {
         return;
     }
-    if state.ctx.factory.is_none() {
+    if state.ctx.rare.as_ref().is_none_or(|r| r.factory.is_none()) {
         // Not restartable (nothing to rebuild it from): it stops.
         begin_stop(turn, StopReason::Normal);
         return;
     }
     // Children of the old instance are stopped; they report later and leave the table then.
-    if let Some(children) = state.ctx.children.as_ref() {
+    if let Some(children) = state.ctx.children() {
         for child in children.cells() {
             child.signal(Signal::Stop);
         }
@@ -457,12 +466,18 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
     {
         tracing::debug!(actor = %cell.id(), failure = %previous, "restarting after a failure");
     }
-    state.ctx.awaiting = None;
+    let rare = state.ctx.rare_mut();
+    rare.awaiting = None;
     // The old instance may be inconsistent (it panicked): dropped without hooks. (An actor
     // restarted before its first turn is simply built anew; `restarted` runs in place of
     // `started`.)
     drop(state.actor.take());
-    let factory = state.ctx.factory.as_mut().expect("checked above");
+    let factory = state
+        .ctx
+        .rare_mut()
+        .factory
+        .as_mut()
+        .expect("checked above");
     match catch_unwind(AssertUnwindSafe(|| (factory.make)())) {
         Ok(fresh) => {
             let actor = state.actor.insert(fresh);
@@ -514,8 +529,7 @@ fn finish<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     // Signals that came after the stop began are moot now.
     drop(std::mem::replace(&mut state.pending, SignalBatch::new()));
     drop(cell.shared.signals.take_all());
-    state.ctx.children = None;
-    state.ctx.factory = None;
+    state.ctx.rare = None;
     // Its own address: the alive reference still holds the cell until the turn returns.
     state.ctx.me = None;
     tracing::debug!(actor = %cell.id(), %reason, "actor stopped");
@@ -557,9 +571,10 @@ fn finish<A: Actor>(turn: &mut Turn<'_, '_, A>) {
 pub(crate) fn park<A: Actor>(state: &mut ActorState<A>, envelope: Envelope<A>) {
     // At most one message is ever parked: a hand-off reaches only an actor that takes messages
     // at once (`IdleMode::Open`), and a parked one is delivered before it can idle open again.
-    debug_assert!(state.parked.is_none(), "two parked messages");
-    if let Some(earlier) = state.parked.replace(Box::new(envelope)) {
-        state.parked = Some(earlier);
+    let rare = state.ctx.rare_mut();
+    debug_assert!(rare.parked.is_none(), "two parked messages");
+    if let Some(earlier) = rare.parked.replace(envelope) {
+        rare.parked = Some(earlier);
         tracing::error!("a second message was handed off to an actor that could not take it");
     }
     state.ctx.attention = true;

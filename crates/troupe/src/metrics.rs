@@ -41,7 +41,7 @@ pub(crate) fn actor_metrics<A: Actor>(cell: &ActorCell<A>) -> ActorMetrics {
         stopped: cell.is_closed(),
         ..ActorMetrics::default()
     };
-    if let Some(bound) = &cell.shared.bound {
+    if let Some(bound) = cell.shared.bound() {
         m.mailbox_len = bound.len();
         m.rejected = bound.rejected.load(Ordering::Relaxed);
         m.dropped = bound.dropped.load(Ordering::Relaxed);

@@ -86,8 +86,6 @@ impl SignalStack {
         let mut node = self.head.swap(ptr::null_mut(), Ordering::Acquire);
         // The stack is newest first: reverse the links in place, so the batch is in sending
         // order and needs no allocation.
-        let mut batch = SignalBatch::new();
-        batch.tail = node;
         let mut reversed: *mut Node = ptr::null_mut();
         while !node.is_null() {
             // SAFETY: the swap made this thread the owner of the whole list.
@@ -97,8 +95,7 @@ impl SignalStack {
             reversed = node;
             node = next;
         }
-        batch.head = reversed;
-        batch
+        SignalBatch { head: reversed }
     }
 }
 
@@ -108,10 +105,10 @@ impl Drop for SignalStack {
     }
 }
 
-/// Signals taken from a [`SignalStack`], oldest first, owned by the actor's turn.
+/// Signals taken from a [`SignalStack`], oldest first, owned by the actor's turn. One pointer
+/// (it sits in every actor's state); appending walks to the end, as batches are short.
 pub(crate) struct SignalBatch {
     head: *mut Node,
-    tail: *mut Node,
 }
 
 // SAFETY: the batch owns its nodes, whose signals are `Send`.
@@ -121,7 +118,6 @@ impl SignalBatch {
     pub(crate) const fn new() -> Self {
         Self {
             head: ptr::null_mut(),
-            tail: ptr::null_mut(),
         }
     }
 
@@ -137,9 +133,6 @@ impl SignalBatch {
         // SAFETY: the batch owns every node of its list; each is freed once, here.
         let node = unsafe { Box::from_raw(self.head) };
         self.head = node.next;
-        if self.head.is_null() {
-            self.tail = ptr::null_mut();
-        }
         Some(node.signal)
     }
 
@@ -151,11 +144,16 @@ impl SignalBatch {
         }
         if self.head.is_null() {
             self.head = later.head;
-        } else {
-            // SAFETY: `tail` is the last node of this batch's own list.
-            unsafe { (*self.tail).next = later.head };
+            return;
         }
-        self.tail = later.tail;
+        let mut last = self.head;
+        // SAFETY: the batch owns every node of its list, and its last node's `next` is null.
+        unsafe {
+            while !(*last).next.is_null() {
+                last = (*last).next;
+            }
+            (*last).next = later.head;
+        }
     }
 }
 

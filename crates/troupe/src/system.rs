@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crate::actor::{Actor, Context, Factory};
 use crate::addr::Addr;
 use crate::bounded::{Bound, Overflow};
-use crate::erased::{ErasedCell, ErasedRef};
+use crate::erased::{ErasedCell, ErasedRef, Extras};
 use crate::error::{BuildError, ShutdownError};
 use crate::id::ActorId;
 use crate::lazy::LazyBox;
@@ -129,7 +129,7 @@ pub(crate) fn inherited_pool(parent: &Arc<Executor>) -> Option<Arc<Executor>> {
 pub(crate) fn new_cell<A: Actor>(
     system: &Arc<SystemShared>,
     actor: A,
-    factory: Option<Box<Factory<A>>>,
+    factory: Option<Factory<A>>,
     options: &SpawnOptions,
     inherited: Option<Arc<Executor>>,
     parent: ParentLink,
@@ -152,13 +152,15 @@ pub(crate) fn new_cell<A: Actor>(
     let id = ActorId::next();
     tracing::trace!(actor = %id, "spawning");
     let shared = ActorShared {
-        bound: options
-            .bounded
-            .map(|(capacity, overflow)| Box::new(Bound::new(capacity, overflow))),
         signals: SignalStack::new(),
         parent,
         system: system.clone(),
-        extras: LazyBox::new(),
+        extras: match options.bounded {
+            Some((capacity, overflow)) => {
+                LazyBox::with(Extras::bounded(Bound::new(capacity, overflow)))
+            }
+            None => LazyBox::new(),
+        },
     };
     let ctx = Context::new(options.measure_time, factory);
     Cell::new(executor, id, shared, ActorState::new(actor, ctx))

@@ -136,7 +136,7 @@ fn run_messages<A: Actor>(
         return Batch::Interrupted;
     };
     let ctx = &mut state.ctx;
-    let bound = cell.shared.bound.as_deref();
+    let bound = cell.shared.bound();
     while (inbox.handled() as usize) < budget {
         let taken = inbox.deliver_next(actor, ctx, || {
             let bound = bound?;
@@ -159,4 +159,19 @@ fn record_time<A: Actor>(cell: &Cell<A>, started: std::time::Instant) {
     let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let total = &cell.shared.extras.get_or_init().handler_nanos;
     total.store(total.load(Ordering::Relaxed) + nanos, Ordering::Relaxed);
+}
+
+/// Every actor pays for its cell: an idle actor whose own state is one pointer costs 216 bytes
+/// of resident memory (a 184-byte cell, its reference counts, the allocator's header, its
+/// address in a `Vec`; `troupe-bench spawn` measures it). A field added to the cell must come
+/// out of somewhere else, or this says so.
+#[cfg(all(test, not(troupe_loom), target_pointer_width = "64"))]
+mod tests {
+    #[test]
+    fn a_one_pointer_actor_cell_fits_184_bytes() {
+        struct OnePointer(#[allow(dead_code)] Box<u8>);
+        impl crate::Actor for OnePointer {}
+        let size = std::mem::size_of::<crate::raw::Cell<OnePointer>>();
+        assert!(size <= 184, "the cell grew to {size} bytes");
+    }
 }
