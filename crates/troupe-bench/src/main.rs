@@ -100,7 +100,7 @@ enum Command {
         #[arg(long, value_enum, default_value_t = chain::Mode::Actors)]
         mode: chain::Mode,
     },
-    /// Every scenario with the seeds' sizes (about 10 minutes on 2 cores).
+    /// Every scenario with the seeds' sizes (about a minute on 2 cores).
     All {
         /// Also run the chain of 10,000 OS threads (takes many minutes).
         #[arg(long)]

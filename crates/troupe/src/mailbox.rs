@@ -347,9 +347,10 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// Wakes the owner if it is idle, without adding a message: the caller then holds the right
-    /// to run it and hands it a message directly (see `ActorCell::push`). `Ok(false)` if it was
-    /// not idle (send normally); `Err` if the mailbox is closed.
+    /// Wakes the owner if it is idle and open, without adding a message: the caller then holds
+    /// the right to run it and hands it a message directly (see `Cell::push` in `raw/cell.rs`).
+    /// `Ok(false)` if it was not idle, held its messages, or had some queued (send normally);
+    /// `Err` if the mailbox is closed.
     #[inline]
     pub(crate) fn wake_idle(&self) -> Result<bool, Closed<()>> {
         // Acquire pairs with the consumer's Release when it went idle, so its published head
