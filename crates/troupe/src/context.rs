@@ -13,7 +13,7 @@ use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ParentLink;
 use crate::signal::Signal;
-use crate::system::{self, SpawnOptions};
+use crate::spawn::{self, SpawnOptions};
 use crate::timer::TimerId;
 
 impl<A: Actor> Context<A> {
@@ -88,12 +88,12 @@ impl<A: Actor> Context<A> {
         options: SpawnOptions,
     ) -> Addr<B> {
         let parent = self.myself().into_erased();
-        let inherit = system::inherited_pool(self.cell().executor());
+        let inherit = spawn::inherited_pool(self.cell().executor());
         let shared = self.cell().shared.system.clone();
         let restart = options.restart_policy();
         let restartable = factory.is_some();
         let (cell, first) = self.children_mut().add(restart, restartable, |key| {
-            let (cell, first) = system::new_cell(
+            let (cell, first) = spawn::new_cell(
                 &shared,
                 actor,
                 factory,
@@ -104,7 +104,7 @@ impl<A: Actor> Context<A> {
             let erased: ErasedRef = cell.clone();
             (erased, (cell, first))
         });
-        system::start(&shared, &cell, first, &options);
+        spawn::start(&shared, &cell, first, &options);
         Addr::from_cell(cell)
     }
 
@@ -179,12 +179,12 @@ impl<A: Actor> Context<A> {
 
     /// Registers this actor under `name` in the system's registry (released when it stops).
     pub fn register(&mut self, name: &str) -> Result<(), crate::RegistryError> {
-        system::register(&self.cell().shared.system, name, &self.myself())
+        spawn::register(&self.cell().shared.system, name, &self.myself())
     }
 
     /// Looks up an actor of type `B` registered under `name`.
     pub fn lookup<B: Actor>(&self, name: &str) -> Option<Addr<B>> {
-        system::lookup(&self.cell().shared.system, name)
+        spawn::lookup(&self.cell().shared.system, name)
     }
 
     /// Sends `msg` to this actor after `delay` (unless cancelled with

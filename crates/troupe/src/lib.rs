@@ -75,9 +75,10 @@ mod actor;
 mod life;
 mod turn;
 
-// 7. The public API: metrics, addresses, the system, the context's methods.
+// 7. The public API: metrics, addresses, spawning, the system, the context's methods.
 mod metrics;
 mod addr;
+mod spawn;
 mod system;
 mod context;
 
@@ -90,6 +91,7 @@ pub use id::ActorId;
 pub use metrics::{ActorMetrics, PoolMetrics};
 pub use names::RegistryError;
 pub use reply::Ask;
+pub use spawn::{Placement, SpawnOptions};
 pub use supervision::{Backoff, Restart, StrategyKind, SupervisorStrategy};
-pub use system::{Placement, SpawnOptions, System, SystemBuilder};
+pub use system::{System, SystemBuilder, WORKERS_ENV};
 pub use timer::TimerId;

@@ -60,6 +60,8 @@ pub(crate) fn actor_metrics<A: Actor>(cell: &ActorCell<A>) -> ActorMetrics {
 pub struct PoolMetrics {
     /// The pool's name (`default`, `blocking`, or one given to `SystemBuilder::pool`).
     pub name: String,
+    /// Its threads have started (pools other than `default` start with their first actor).
+    pub started: bool,
     /// Worker threads.
     pub workers: usize,
     /// Actor turns run.

@@ -5,6 +5,10 @@
 //! Top-level actors are registered in a sharded table so that shutdown can find them; children
 //! are known to their parents. Every actor counts itself live from its spawn until its final
 //! turn; shutdown waits for the count to reach zero.
+//!
+//! Pools other than `default` start when the first actor is placed on them, so a system whose
+//! actors never block pays no thread for the `blocking` pool. The started pools' threads are
+//! kept here until shutdown joins them.
 
 use std::future::Future;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -14,10 +18,11 @@ use std::time::{Duration, Instant};
 use crossbeam_utils::CachePadded;
 
 use crate::erased::ErasedRef;
+use crate::error::BuildError;
 use crate::loom::{AtomicBool, AtomicUsize, Ordering};
 use crate::names::Names;
 use crate::raw::Executor;
-use crate::scheduler::PoolShared;
+use crate::scheduler::{Pool, PoolConfig, PoolShared};
 use crate::signal::Signal;
 use crate::timer::TimerHandle;
 
@@ -30,18 +35,38 @@ pub(crate) struct RootKey {
     key: usize,
 }
 
-/// A pool as the system knows it: its name, its state, and the handle its actors hold.
+/// A pool as the system knows it: its name, how to start it, and, once started, its state and
+/// the handle its actors hold.
 pub(crate) struct PoolEntry {
     pub(crate) name: String,
-    pub(crate) pool: Arc<PoolShared>,
-    pub(crate) executor: Arc<Executor>,
+    config: PoolConfig,
+    started: OnceLock<(Arc<PoolShared>, Arc<Executor>)>,
+}
+
+impl PoolEntry {
+    pub(crate) fn new(name: String, config: PoolConfig) -> Self {
+        Self {
+            name,
+            config,
+            started: OnceLock::new(),
+        }
+    }
+
+    /// The pool's state, if it has started.
+    pub(crate) fn pool(&self) -> Option<&Arc<PoolShared>> {
+        self.started.get().map(|(pool, _)| pool)
+    }
 }
 
 /// What every actor's cell and the system handle share.
 pub(crate) struct SystemShared {
     pub(crate) name: String,
-    /// `default` first, then `blocking`, then the builder's named pools.
+    /// `default` first (started with the system), then `blocking`, then the builder's named
+    /// pools (started on first use).
     pools: Vec<PoolEntry>,
+    /// The threads of every started pool; `None` once shutdown has taken them (no pool starts
+    /// after that).
+    running: Mutex<Option<Vec<Pool>>>,
     registry: Box<[CachePadded<Mutex<slab::Slab<ErasedRef>>>]>,
     live: CachePadded<AtomicUsize>,
     all_stopped: (Mutex<()>, Condvar),
@@ -49,10 +74,8 @@ pub(crate) struct SystemShared {
     shutting_down: AtomicBool,
     names: Names,
     timers: TimerHandle,
-    /// The async runtime, started on first use; the system takes it out at shutdown.
-    io_runtime: Mutex<Option<tokio::runtime::Runtime>>,
-    io: OnceLock<tokio::runtime::Handle>,
-    io_threads: usize,
+    /// The async runtime: the caller's (`SystemBuilder::tokio_handle`) or the system's own.
+    io: tokio::runtime::Handle,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,15 +85,23 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl SystemShared {
+    /// The shared state of a system whose `default` pool (the first entry) is `default`.
     pub(crate) fn new(
         name: String,
         pools: Vec<PoolEntry>,
+        default: Pool,
         timers: TimerHandle,
-        io_threads: usize,
+        io: tokio::runtime::Handle,
     ) -> Self {
+        let started = (default.shared.clone(), default.executor.clone());
+        assert!(
+            pools[0].started.set(started).is_ok(),
+            "the default pool starts once"
+        );
         Self {
             name,
             pools,
+            running: Mutex::new(Some(vec![default])),
             registry: (0..REGISTRY_SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(slab::Slab::new())))
                 .collect(),
@@ -80,9 +111,7 @@ impl SystemShared {
             shutting_down: AtomicBool::new(false),
             names: Names::default(),
             timers,
-            io_runtime: Mutex::new(None),
-            io: OnceLock::new(),
-            io_threads,
+            io,
         }
     }
 
@@ -197,47 +226,65 @@ impl SystemShared {
         std::mem::take(&mut *lock(&self.dedicated_threads))
     }
 
-    /// The async runtime for I/O (`Context::pipe`, `await_then`), started on first use.
+    /// The async runtime for I/O (`Context::pipe`, `await_then`).
     pub(crate) fn io(&self) -> &tokio::runtime::Handle {
-        self.io.get_or_init(|| {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(self.io_threads)
-                .thread_name(format!("{}-io", self.name))
-                .enable_all()
-                .build()
-                .expect("could not start the async I/O runtime");
-            let handle = runtime.handle().clone();
-            *lock(&self.io_runtime) = Some(runtime);
-            handle
-        })
+        &self.io
     }
 
     /// Runs `future` on the async runtime, blocking the calling thread.
     pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.io().block_on(future)
-    }
-
-    /// The async runtime, taken out to be shut down.
-    pub(crate) fn take_io_runtime(&self) -> Option<tokio::runtime::Runtime> {
-        lock(&self.io_runtime).take()
+        self.io.block_on(future)
     }
 
     /// The default pool's executor.
     pub(crate) fn default_pool(&self) -> &Arc<Executor> {
-        &self.pools[0].executor
+        let (_, executor) = self.pools[0]
+            .started
+            .get()
+            .expect("started with the system");
+        executor
     }
 
-    /// The executor of the pool called `name`, if any.
-    pub(crate) fn pool_named(&self, name: &str) -> Option<&Arc<Executor>> {
-        self.pools
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| &p.executor)
+    /// The executor of the pool called `name`, started now if this is its first actor.
+    /// `Ok(None)` if there is no such pool.
+    pub(crate) fn pool_named(&self, name: &str) -> Result<Option<&Arc<Executor>>, BuildError> {
+        let Some(entry) = self.pools.iter().find(|p| p.name == name) else {
+            return Ok(None);
+        };
+        if let Some((_, executor)) = entry.started.get() {
+            return Ok(Some(executor));
+        }
+        // Started under the lock that shutdown takes the threads with: a pool either starts
+        // before shutdown (and is joined) or not at all.
+        let mut running = lock(&self.running);
+        let Some(running) = running.as_mut() else {
+            return Err(BuildError::Config(format!(
+                "pool `{name}` cannot start: the system is shutting down"
+            )));
+        };
+        if entry.started.get().is_none() {
+            let pool = Pool::start(&entry.config)?;
+            let _ = entry
+                .started
+                .set((pool.shared.clone(), pool.executor.clone()));
+            running.push(pool);
+        }
+        Ok(entry.started.get().map(|(_, executor)| executor))
     }
 
     /// Every pool.
     pub(crate) fn pools(&self) -> &[PoolEntry] {
         &self.pools
+    }
+
+    /// The threads of every started pool, to stop and join (once).
+    pub(crate) fn take_pools(&self) -> Vec<Pool> {
+        lock(&self.running).take().unwrap_or_default()
+    }
+
+    /// Worker threads in the default pool.
+    pub(crate) fn default_workers(&self) -> usize {
+        self.pools[0].config.workers
     }
 }
 

@@ -65,6 +65,7 @@ pub(crate) fn start_thread(
     executor: Arc<Executor>,
     id: ActorId,
     name: String,
+    io: tokio::runtime::Handle,
 ) -> Result<JoinHandle<()>, BuildError> {
     let parker = thread_executor(&executor)
         .parker
@@ -74,6 +75,7 @@ pub(crate) fn start_thread(
         .expect("a thread-backed actor's thread is started once");
     let thread = std::thread::Builder::new().name(name).spawn(move || {
         let _role = role::enter(Role::Actor(id));
+        let _io = io.enter();
         let waiting = thread_executor(&executor);
         loop {
             let Some(mut runnable) = waiting.take() else {

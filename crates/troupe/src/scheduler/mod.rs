@@ -56,6 +56,9 @@ pub(crate) struct PoolConfig {
     pub(crate) throughput: usize,
     /// For blocking code: handlers may block (`Ask::wait`), and there is no run-next position.
     pub(crate) may_block: bool,
+    /// The async runtime whose context handlers run in (so they can make tokio timers and
+    /// sockets directly).
+    pub(crate) io: Option<tokio::runtime::Handle>,
 }
 
 /// State shared by the workers of one pool and by everyone who schedules onto it.
@@ -153,6 +156,7 @@ impl Pool {
             workers,
             throughput,
             may_block,
+            io,
         } = config;
         let (workers, throughput) = (*workers, *throughput);
         if workers == 0 {
@@ -182,10 +186,13 @@ impl Pool {
         let executor = Executor::new(shared.clone());
         let mut threads = Vec::with_capacity(workers);
         for (index, (queue, parker)) in queues.into_iter().zip(parkers).enumerate() {
-            let (for_worker, handle) = (shared.clone(), executor.clone());
+            let (for_worker, handle, io) = (shared.clone(), executor.clone(), io.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("{name}-{index}"))
-                .spawn(move || worker::run(for_worker, handle, index, queue, parker));
+                .spawn(move || {
+                    let _io = io.as_ref().map(|io| io.enter());
+                    worker::run(for_worker, handle, index, queue, parker)
+                });
             match spawned {
                 Ok(thread) => threads.push(thread),
                 Err(e) => {
@@ -219,11 +226,6 @@ impl Pool {
             // better to do during shutdown than to carry on joining the rest.
             let _ = handle.join();
         }
-    }
-
-    /// Worker threads in this pool.
-    pub(crate) fn size(&self) -> usize {
-        self.shared.stealers.len()
     }
 }
 
