@@ -156,6 +156,9 @@ pub(crate) struct Rare<A: Actor> {
     pub(crate) awaits: u32,
     /// A handed-off message the actor could not take at once, delivered ahead of the mailbox.
     pub(crate) parked: Option<Envelope<A>>,
+    /// The runtime's half of a reply the current handler deferred (`Context::reply_later`), a
+    /// `reply::DeferredLink<R>` for the message's reply type.
+    pub(crate) deferral: Option<Box<dyn Any + Send>>,
 }
 
 /// How a supervised child is rebuilt, and when.
@@ -181,6 +184,7 @@ impl<A: Actor> Default for Rare<A> {
             awaiting: None,
             awaits: 0,
             parked: None,
+            deferral: None,
         }
     }
 }
@@ -237,6 +241,12 @@ impl<A: Actor> Context<A> {
 
     pub(crate) fn children_mut(&mut self) -> &mut Children {
         &mut self.rare_mut().children
+    }
+
+    /// The reply the handler just run deferred, if any (taken once the handler returns).
+    #[inline]
+    pub(crate) fn take_deferral(&mut self) -> Option<Box<dyn Any + Send>> {
+        self.rare.as_mut().and_then(|r| r.deferral.take())
     }
 
     /// The await a handler asked for, if any.

@@ -10,7 +10,7 @@ use crate::error::{AskError, SendError};
 use crate::id::ActorId;
 use crate::life::ActorCell;
 use crate::raw::{Deliver, Discard};
-use crate::reply::{self, Ask, ReplySender};
+use crate::reply::{self, Ask, DeferredLink, ReplySender};
 
 /// The address of an actor of type `A`. Cheap to clone (one reference count), `Send + Sync`.
 ///
@@ -49,6 +49,8 @@ impl<A: Handler<M>, M: Message> Deliver<A> for Tell<M> {
     #[inline]
     fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
         let _reply = actor.handle(self.0, ctx);
+        // A reply deferred for a told message goes nowhere.
+        drop(ctx.take_deferral());
     }
 
     fn discard(self, _why: Discard) {}
@@ -63,7 +65,19 @@ struct Request<M: Message> {
 impl<A: Handler<M>, M: Message> Deliver<A> for Request<M> {
     fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
         let reply = actor.handle(self.msg, ctx);
-        self.reply.send(reply);
+        match ctx.take_deferral() {
+            None => self.reply.send(reply),
+            Some(deferral) => match deferral.downcast::<DeferredLink<M::Reply>>() {
+                Ok(link) => link.join(Some(self.reply)),
+                Err(_) => {
+                    tracing::error!(
+                        message = std::any::type_name::<M>(),
+                        "reply_later was called for another message type: the handler's return value is the reply"
+                    );
+                    self.reply.send(reply);
+                }
+            },
+        }
     }
 
     /// Dropped undelivered: the asker learns why.

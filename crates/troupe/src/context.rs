@@ -12,6 +12,7 @@ use crate::erased::{ErasedCell, ErasedRef};
 use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ParentLink;
+use crate::reply::Deferred;
 use crate::signal::Signal;
 use crate::spawn::{self, SpawnOptions};
 use crate::timer::TimerId;
@@ -106,6 +107,18 @@ impl<A: Actor> Context<A> {
         });
         spawn::start(&shared, &cell, first, &options);
         Addr::from_cell(cell)
+    }
+
+    /// Defers the reply to the message being handled: the handler's return value is then
+    /// ignored, and the asker gets what is sent through the returned [`Deferred`] (from a
+    /// `pipe` or `await_then` continuation, another actor, a task), or
+    /// [`AskError::NoReply`](crate::AskError::NoReply) if it is dropped unsent. `M` is the
+    /// message being handled. If it was told rather than asked, the reply goes nowhere
+    /// ([`Deferred::is_closed`] says so). See [`Deferred`] for an example.
+    pub fn reply_later<M: Message>(&mut self) -> Deferred<M::Reply> {
+        let (deferred, link) = Deferred::new();
+        self.rare_mut().deferral = Some(Box::new(link));
+        deferred
     }
 
     /// Watches `other`: when it stops, this actor receives [`Terminated`] (at once if it has

@@ -74,6 +74,10 @@ pub enum AskError {
         "the actor's bounded mailbox dropped the request (overflow policy); the actor is running"
     )]
     Dropped,
+    /// The handler deferred its reply (`Context::reply_later`) and dropped the `Deferred`
+    /// handle without sending it.
+    #[error("the handler deferred its reply and never sent it")]
+    NoReply,
 }
 
 /// `System::shutdown_timeout` did not see every actor stop.

@@ -90,7 +90,7 @@ pub use failure::{Failure, StopReason};
 pub use id::ActorId;
 pub use metrics::{ActorMetrics, PoolMetrics};
 pub use names::RegistryError;
-pub use reply::Ask;
+pub use reply::{Ask, Deferred};
 pub use spawn::{Placement, SpawnOptions};
 pub use supervision::{Backoff, Restart, StrategyKind, SupervisorStrategy};
 pub use system::{System, SystemBuilder, WORKERS_ENV};

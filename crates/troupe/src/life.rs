@@ -312,6 +312,10 @@ fn record_failure<A: Actor>(id: ActorId, state: &mut ActorState<A>, failure: Fai
 /// `Target::failed`: a panic unwound out of a turn. Runs no user code.
 pub(crate) fn record_panic<A: Actor>(turn: &mut Turn<'_, '_, A>, panic: &(dyn Any + Send)) {
     let (cell, _, state) = turn.parts();
+    // A reply the panicking handler deferred is never joined: its asker already got `Panicked`.
+    if let Some(rare) = state.ctx.rare.as_mut() {
+        rare.deferral = None;
+    }
     record_failure(
         cell.id(),
         state,

@@ -115,6 +115,14 @@ impl<R> ReplySender<R> {
             fill(&slot, Err(reason));
         }
     }
+
+    /// True once nobody waits for the reply (the `Ask` was dropped, or it timed out).
+    pub(crate) fn is_closed(&self) -> bool {
+        match &self.slot {
+            None => true,
+            Some(slot) => !matches!(*slot.lock(), State::Waiting { .. }),
+        }
+    }
 }
 
 impl<R> Drop for ReplySender<R> {
@@ -170,6 +178,193 @@ fn cancel(timer: Option<(TimerHandle, TimerId)>) {
     if let Some((timers, id)) = timer {
         timers.cancel(id);
     }
+}
+
+/// A reply a handler gives later: from a `pipe` or `await_then` continuation, another actor, a
+/// task. Made by `Context::reply_later` inside the handler of an asked message; the value the
+/// handler returns is then ignored, and the asker gets what is sent here (or
+/// [`AskError::NoReply`] if this is dropped unsent). `ask_timeout` covers the whole wait.
+///
+/// ```
+/// use std::time::Duration;
+/// use troupe::{Actor, Context, Deferred, Handler, Message, System};
+/// struct Service;
+/// impl Actor for Service {}
+/// struct Lookup(u32);
+/// impl Message for Lookup { type Reply = String; }
+/// impl Handler<Lookup> for Service {
+///     fn handle(&mut self, msg: Lookup, ctx: &mut Context<Self>) -> String {
+///         let reply: Deferred<String> = ctx.reply_later::<Lookup>();
+///         // An async call; its answer goes to the asker when it comes.
+///         ctx.pipe(async move { format!("user {}", msg.0) }, |name| Answered(name, reply));
+///         String::new() // ignored: the reply was deferred
+///     }
+/// }
+/// struct Answered(String, Deferred<String>);
+/// impl Message for Answered { type Reply = (); }
+/// impl Handler<Answered> for Service {
+///     fn handle(&mut self, msg: Answered, _: &mut Context<Self>) {
+///         let _ = msg.1.send(msg.0);
+///     }
+/// }
+/// let system = System::new();
+/// let service = system.spawn(Service);
+/// let name = service.ask_timeout(Lookup(7), Duration::from_secs(5)).wait();
+/// assert_eq!(name.as_deref(), Ok("user 7"));
+/// system.shutdown();
+/// ```
+#[must_use = "a deferred reply must be sent (dropping it fails the ask with AskError::NoReply)"]
+pub struct Deferred<R> {
+    link: Arc<Mutex<Link<R>>>,
+    sent: bool,
+}
+
+/// Where a deferred reply goes.
+pub(crate) enum Link<R> {
+    /// The handler is still running: not yet joined to the ask.
+    Pending {
+        /// Sent before the join.
+        early: Option<R>,
+        /// The `Deferred` was dropped unsent.
+        abandoned: bool,
+    },
+    /// Joined to the asker's reply slot.
+    Linked(ReplySender<R>),
+    /// Nobody will take it (the message was told, not asked), or it was delivered.
+    Closed,
+}
+
+/// The runtime's half of a deferred reply: joined to the request's reply slot when the
+/// handler returns.
+pub(crate) struct DeferredLink<R> {
+    /// `None` once joined.
+    link: Option<Arc<Mutex<Link<R>>>>,
+}
+
+impl<R> Drop for DeferredLink<R> {
+    /// Never joined (the handler panicked, or deferred twice): nobody will take the reply.
+    fn drop(&mut self) {
+        if let Some(link) = self.link.take() {
+            let mut link = lock_link(&link);
+            if let Link::Pending { .. } = *link {
+                *link = Link::Closed;
+            }
+        }
+    }
+}
+
+impl<R: Send + 'static> Deferred<R> {
+    /// A deferred reply and the runtime's half of it.
+    pub(crate) fn new() -> (Self, DeferredLink<R>) {
+        let link = Arc::new(Mutex::new(Link::Pending {
+            early: None,
+            abandoned: false,
+        }));
+        (
+            Deferred {
+                link: link.clone(),
+                sent: false,
+            },
+            DeferredLink { link: Some(link) },
+        )
+    }
+
+    /// Sends the reply to the asker. Gives the value back if nobody will take it (the asker
+    /// gave up or timed out, or the message was told rather than asked).
+    pub fn send(mut self, reply: R) -> Result<(), R> {
+        self.sent = true;
+        let mut link = lock_link(&self.link);
+        match std::mem::replace(&mut *link, Link::Closed) {
+            Link::Pending { .. } => {
+                *link = Link::Pending {
+                    early: Some(reply),
+                    abandoned: false,
+                };
+                Ok(())
+            }
+            Link::Linked(sender) => {
+                drop(link);
+                if sender.is_closed() {
+                    return Err(reply);
+                }
+                sender.send(reply);
+                Ok(())
+            }
+            Link::Closed => Err(reply),
+        }
+    }
+
+    /// True if nobody will take the reply: the asker dropped its `Ask` or timed out, or the
+    /// message was told. A long operation can check it and give up early.
+    pub fn is_closed(&self) -> bool {
+        match &*lock_link(&self.link) {
+            Link::Pending { .. } => false,
+            Link::Linked(sender) => sender.is_closed(),
+            Link::Closed => true,
+        }
+    }
+}
+
+impl<R> Drop for Deferred<R> {
+    fn drop(&mut self) {
+        if self.sent {
+            return;
+        }
+        let mut link = lock_link(&self.link);
+        match std::mem::replace(&mut *link, Link::Closed) {
+            Link::Pending { early, .. } => {
+                *link = Link::Pending {
+                    early,
+                    abandoned: true,
+                };
+            }
+            Link::Linked(sender) => {
+                drop(link);
+                sender.fail(AskError::NoReply);
+            }
+            Link::Closed => {}
+        }
+    }
+}
+
+impl<R> fmt::Debug for Deferred<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Deferred(..)")
+    }
+}
+
+impl<R> DeferredLink<R> {
+    /// Joins the deferred reply to the request's reply slot (or, `None`, to nobody: the message
+    /// was told).
+    pub(crate) fn join(mut self, sender: Option<ReplySender<R>>) {
+        let Some(link) = self.link.take() else {
+            return;
+        };
+        let mut link = lock_link(&link);
+        let Link::Pending { early, abandoned } = std::mem::replace(&mut *link, Link::Closed) else {
+            return;
+        };
+        // Decided under the lock; the reply (which may run a forward) goes out after it.
+        let Some(sender) = sender else {
+            return;
+        };
+        match early {
+            Some(reply) => {
+                drop(link);
+                sender.send(reply);
+            }
+            None if abandoned => {
+                drop(link);
+                sender.fail(AskError::NoReply);
+            }
+            None => *link = Link::Linked(sender),
+        }
+    }
+}
+
+fn lock_link<R>(link: &Mutex<Link<R>>) -> MutexGuard<'_, Link<R>> {
+    // Every critical section is one replace: a poisoned lock is still consistent.
+    link.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A pending reply to an `ask`.
