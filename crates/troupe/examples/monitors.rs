@@ -35,7 +35,9 @@ impl Handler<WatchJob> for Monitor {
 fn main() {
     std::panic::set_hook(Box::new(|_| {}));
     let system = System::new();
-    let monitor = system.spawn_with(Monitor, SpawnOptions::new().name("monitor"));
+    let monitor = system
+        .spawn_named("monitor", SpawnOptions::new(), || Monitor)
+        .expect("a fresh system has no actor named monitor");
     let calm = system.spawn(Job);
     let doomed = system.spawn(Job);
     let found: Addr<Monitor> = system.lookup("monitor").expect("registered by name");

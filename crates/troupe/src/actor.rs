@@ -12,7 +12,7 @@ use crate::failure::{Failure, StopReason};
 use crate::id::ActorId;
 use crate::raw::{Cell, Envelope};
 use crate::supervision::children::Children;
-use crate::supervision::{Restart, SupervisorStrategy};
+use crate::supervision::{Intensity, Restart, SupervisorStrategy};
 
 /// An actor: state plus behaviour, driven by messages.
 ///
@@ -161,10 +161,14 @@ pub(crate) struct Rare<A: Actor> {
     pub(crate) deferral: Option<Box<dyn Any + Send>>,
 }
 
-/// How a supervised child is rebuilt, and when.
+/// How a supervised actor is rebuilt, and when.
 pub(crate) struct Factory<A> {
     pub(crate) make: Box<dyn FnMut() -> A + Send>,
     pub(crate) restart: Restart,
+    /// For a top-level supervised actor, which the system supervises: the strategy's
+    /// intensity and back-off, and its recent restarts. `None` for children (their parent
+    /// supervises them).
+    pub(crate) own: Option<(SupervisorStrategy, Intensity)>,
 }
 
 /// An await in progress: its number, and what runs with the future's output.

@@ -110,11 +110,11 @@ impl<A: Actor> Addr<A> {
         self.cell.clone()
     }
 
-    /// Remembers a registered name on the actor, so its end releases it. False if the actor has
-    /// already ended.
+    /// Remembers a registered name on the actor, so its stop releases it. False if the actor
+    /// is stopping or has ended.
     pub(crate) fn remember_name(&self, name: &str) -> bool {
         let mut inner = self.cell.extras().lock();
-        if inner.ended.is_some() {
+        if inner.stopping || inner.ended.is_some() {
             return false;
         }
         inner.names.push(name.to_owned());

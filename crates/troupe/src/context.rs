@@ -78,6 +78,7 @@ impl<A: Actor> Context<A> {
         let factory = Factory {
             make: Box::new(factory),
             restart: options.restart_policy(),
+            own: None,
         };
         self.spawn_child_inner(first, Some(factory), options)
     }
@@ -105,7 +106,7 @@ impl<A: Actor> Context<A> {
             let erased: ErasedRef = cell.clone();
             (erased, (cell, first))
         });
-        spawn::start(&shared, &cell, first, &options);
+        spawn::start(&shared, &cell, first);
         Addr::from_cell(cell)
     }
 
@@ -197,7 +198,12 @@ impl<A: Actor> Context<A> {
 
     /// Looks up an actor of type `B` registered under `name`.
     pub fn lookup<B: Actor>(&self, name: &str) -> Option<Addr<B>> {
-        spawn::lookup(&self.cell().shared.system, name)
+        spawn::find(&self.cell().shared.system, name).ok()
+    }
+
+    /// The actor of type `B` registered under `name`, or why there is none.
+    pub fn find<B: Actor>(&self, name: &str) -> Result<Addr<B>, crate::RegistryError> {
+        spawn::find(&self.cell().shared.system, name)
     }
 
     /// Sends `msg` to this actor after `delay` (unless cancelled with

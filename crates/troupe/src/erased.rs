@@ -45,6 +45,8 @@ pub(crate) struct Inner {
     pub(crate) watchers: Vec<(u64, Watcher)>,
     pub(crate) links: Vec<(ActorId, Weak<dyn ErasedCell>)>,
     pub(crate) names: Vec<String>,
+    /// Set when the actor begins to stop: its names are released then, and no new one taken.
+    pub(crate) stopping: bool,
     /// Set when the actor has finished: watchers added later are called at once.
     pub(crate) ended: Option<StopReason>,
 }

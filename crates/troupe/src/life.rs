@@ -44,7 +44,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::actor::{Actor, Awaiting, Context};
+use crate::actor::{Actor, Awaiting, Context, Factory};
 use crate::bounded::Bound;
 use crate::erased::{ErasedCell, ErasedRef, Extras};
 use crate::failure::{Failure, StopReason};
@@ -335,8 +335,49 @@ fn report_failure<A: Actor>(turn: &mut Turn<'_, '_, A>, failure: Box<Failure>) {
                 failure: *failure,
             });
         }
-        ParentLink::Root(_) => begin_stop(turn, StopReason::Failed(*failure)),
+        ParentLink::Root(_) => match supervise_self(state, &failure) {
+            // A top-level supervised actor: the system restarts it, as a parent would.
+            Ok(delay) => {
+                state.life = Life::Suspended(failure.clone());
+                let me = turn.arc();
+                let restart = Signal::Restart(Some(*failure));
+                match delay {
+                    Some(delay) => {
+                        let timers = me.shared.system.timers().clone();
+                        timers.schedule(delay, Box::new(move || me.signal(restart)));
+                    }
+                    None => me.signal(restart),
+                }
+            }
+            Err(failure) => begin_stop(turn, StopReason::Failed(failure)),
+        },
     }
+}
+
+/// The system's decision for a failed top-level actor: restart it (after this delay), or stop
+/// it with this failure (it is not supervised, its restart policy says no, or it failed too
+/// often: escalated).
+fn supervise_self<A: Actor>(
+    state: &mut ActorState<A>,
+    failure: &Failure,
+) -> Result<Option<std::time::Duration>, Failure> {
+    let factory = state.ctx.rare.as_mut().and_then(|r| r.factory.as_mut());
+    let Some(Factory {
+        restart,
+        own: Some((strategy, intensity)),
+        ..
+    }) = factory
+    else {
+        return Err(failure.clone());
+    };
+    if !restart.restarts_after(failure) {
+        return Err(failure.clone());
+    }
+    intensity
+        .admit(strategy, Instant::now())
+        .ok_or_else(|| Failure::Escalated {
+            child: Box::new(failure.clone()),
+        })
 }
 
 /// `ctx.stop()`: a permanent supervised child exits to its supervisor (Erlang's permanent child
@@ -350,13 +391,16 @@ fn on_stop_request<A: Actor>(turn: &mut Turn<'_, '_, A>) {
         // Stopping already, or failed: its supervisor decides.
         return;
     }
-    let permanent_child = matches!(cell.shared.parent, ParentLink::Actor { .. })
-        && state
-            .ctx
-            .rare
-            .as_ref()
-            .and_then(|r| r.factory.as_ref())
-            .is_some_and(|f| f.restart == Restart::Permanent);
+    // Supervised by a parent, or by the system (a top-level supervised actor).
+    let permanent_child = state
+        .ctx
+        .rare
+        .as_ref()
+        .and_then(|r| r.factory.as_ref())
+        .is_some_and(|f| {
+            f.restart == Restart::Permanent
+                && (matches!(cell.shared.parent, ParentLink::Actor { .. }) || f.own.is_some())
+        });
     if permanent_child && matches!(state.life, Life::Running | Life::Awaiting(_)) {
         state.life = Life::Failed(Box::new(Failure::Exited));
     } else {
@@ -385,6 +429,18 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
     }
     let discarded = turn.close();
     let (cell, _, state) = turn.parts();
+    // Its names go now, not when it finishes: a new actor may take them while this one waits
+    // for its children.
+    if let Some(extras) = cell.shared.extras.get() {
+        let names = {
+            let mut inner = extras.lock();
+            inner.stopping = true;
+            std::mem::take(&mut inner.names)
+        };
+        for name in names {
+            cell.shared.system.names().release(&name, cell.id());
+        }
+    }
     if let Some(bound) = cell.shared.bound() {
         // Senders waiting for room wake to find the mailbox closed.
         bound.release(discarded);

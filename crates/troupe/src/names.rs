@@ -16,16 +16,34 @@ pub enum RegistryError {
     /// Another live actor holds the name; unregister it first or pick another.
     #[error("the name `{0}` is taken by a live actor")]
     Taken(String),
-    /// The actor has already stopped.
+    /// The actor has stopped (or begun stopping).
     #[error("the actor has stopped; it cannot take the name `{0}`")]
     Stopped(String),
+    /// No actor is registered under the name.
+    #[error("no actor is registered under the name `{0}`")]
+    NotFound(String),
+    /// The name belongs to an actor of another type.
+    #[error("the name `{name}` belongs to an actor of type `{registered}`, not `{requested}`")]
+    WrongType {
+        /// The name looked up.
+        name: String,
+        /// The type of the actor registered under it.
+        registered: &'static str,
+        /// The type asked for.
+        requested: &'static str,
+    },
 }
 
 struct Entry {
     id: ActorId,
     /// The registered actor's address (an `Addr<A>` for its `A`).
     addr: Arc<dyn Any + Send + Sync>,
+    /// The actor's type, to say why a lookup for another type fails.
+    type_name: &'static str,
 }
+
+/// What a name is registered to: an actor's id, its type-erased address, its type's name.
+pub(crate) type Registration = (ActorId, Arc<dyn Any + Send + Sync>, &'static str);
 
 /// Name → actor.
 #[derive(Default)]
@@ -39,24 +57,38 @@ impl Names {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Claims `name` for the actor `id`, whose address is `addr`.
-    pub(crate) fn claim(
+    /// Claims `name` for the actor `build` makes (called under the registry's lock, so no
+    /// other claim can come between the check and the insert; it must not call back in).
+    pub(crate) fn claim<R>(
         &self,
         name: &str,
-        id: ActorId,
-        addr: Arc<dyn Any + Send + Sync>,
-    ) -> Result<(), RegistryError> {
+        build: impl FnOnce() -> (Registration, R),
+    ) -> Result<R, RegistryError> {
         let mut map = self.lock();
         if map.contains_key(name) {
             return Err(RegistryError::Taken(name.to_owned()));
         }
-        map.insert(name.to_owned(), Entry { id, addr });
-        Ok(())
+        let ((id, addr, type_name), out) = build();
+        map.insert(
+            name.to_owned(),
+            Entry {
+                id,
+                addr,
+                type_name,
+            },
+        );
+        Ok(out)
     }
 
-    /// The address registered under `name`, if any.
-    pub(crate) fn get(&self, name: &str) -> Option<Arc<dyn Any + Send + Sync>> {
-        self.lock().get(name).map(|entry| entry.addr.clone())
+    /// The address registered under `name`, and its actor's type name.
+    pub(crate) fn get(
+        &self,
+        name: &str,
+    ) -> Result<(Arc<dyn Any + Send + Sync>, &'static str), RegistryError> {
+        self.lock()
+            .get(name)
+            .map(|entry| (entry.addr.clone(), entry.type_name))
+            .ok_or_else(|| RegistryError::NotFound(name.to_owned()))
     }
 
     /// Removes `name` if it still belongs to `id`.

@@ -16,7 +16,7 @@ use crate::runtime::SystemShared;
 use crate::scheduler::dedicated::{self, ThreadExecutor};
 use crate::scheduler::PoolShared;
 use crate::signal::{Signal, SignalStack};
-use crate::supervision::Restart;
+use crate::supervision::{Intensity, Restart, SupervisorStrategy};
 
 /// Where a spawned actor runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,7 +34,7 @@ pub enum Placement {
     Thread,
 }
 
-/// How to spawn an actor: where it runs, its mailbox, its restart policy, a name.
+/// How to spawn an actor: where it runs, its mailbox, its restart policy and supervision.
 ///
 /// ```
 /// use troupe::{Overflow, Placement, Restart, SpawnOptions};
@@ -42,7 +42,6 @@ pub enum Placement {
 ///     .placement(Placement::Named("blocking"))
 ///     .bounded(1_000, Overflow::DropOldest)
 ///     .restart(Restart::Transient)
-///     .name("indexer")
 ///     .measure_time();
 /// # let _ = options;
 /// ```
@@ -51,12 +50,12 @@ pub struct SpawnOptions {
     placement: Placement,
     bounded: Option<(usize, Overflow)>,
     restart: Restart,
-    name: Option<String>,
+    supervision: SupervisorStrategy,
     measure_time: bool,
 }
 
 impl SpawnOptions {
-    /// Defaults: pool placement, unbounded mailbox, permanent restart policy, no name.
+    /// Defaults: pool placement, unbounded mailbox, permanent restart policy.
     pub fn new() -> Self {
         Self::default()
     }
@@ -74,17 +73,20 @@ impl SpawnOptions {
         self
     }
 
-    /// Its restart policy under a supervisor (for children spawned with
-    /// [`Context::spawn_supervised`](crate::Context::spawn_supervised)).
+    /// Its restart policy under a supervisor (for actors spawned with
+    /// [`Context::spawn_supervised`](crate::Context::spawn_supervised) or
+    /// [`System::spawn_supervised`](crate::System::spawn_supervised)).
     pub fn restart(mut self, restart: Restart) -> Self {
         self.restart = restart;
         self
     }
 
-    /// Registers it under `name` (see [`System::lookup`]); the name is released when it stops.
-    /// If the name is taken, the actor is spawned without it.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
+    /// How the system supervises a top-level actor spawned with
+    /// [`System::spawn_supervised`](crate::System::spawn_supervised): its intensity limit
+    /// (past it, the actor stops, failed) and back-off (default: at most 3 restarts in 5 s, no
+    /// back-off). A child's supervisor is its parent's `supervisor_strategy` instead.
+    pub fn supervision(mut self, strategy: SupervisorStrategy) -> Self {
+        self.supervision = strategy;
         self
     }
 
@@ -152,19 +154,8 @@ pub(crate) fn new_cell<A: Actor>(
     Cell::new(executor, id, shared, ActorState::new(actor, ctx))
 }
 
-/// Registers the actor's name, if it has one, and runs its first turn on its executor.
-pub(crate) fn start<A: Actor>(
-    system: &SystemShared,
-    cell: &Arc<ActorCell<A>>,
-    first: Runnable,
-    options: &SpawnOptions,
-) {
-    if let Some(name) = &options.name {
-        let addr = Addr::from_cell(cell.clone());
-        if let Err(e) = register(system, name, &addr) {
-            tracing::warn!(actor = %cell.id(), error = %e, "spawned without its name");
-        }
-    }
+/// Runs the actor's first turn on its executor (starting its thread, for a thread-backed actor).
+pub(crate) fn start<A: Actor>(system: &SystemShared, cell: &Arc<ActorCell<A>>, first: Runnable) {
     let executor = cell.executor();
     if !executor.as_any().is::<ThreadExecutor>() {
         first.schedule();
@@ -186,16 +177,22 @@ pub(crate) fn start<A: Actor>(
     }
 }
 
-/// Registers `addr` under `name`; the name is released when the actor stops.
+/// Registers `addr` under `name`; the name is released when the actor begins to stop.
 pub(crate) fn register<A: Actor>(
     system: &SystemShared,
     name: &str,
     addr: &Addr<A>,
 ) -> Result<(), RegistryError> {
-    system
-        .names()
-        .claim(name, addr.id(), Arc::new(addr.clone()))?;
-    // Remember the name on the actor, so its end releases it; if it already ended, undo.
+    system.names().claim(name, || {
+        let registration = (
+            addr.id(),
+            Arc::new(addr.clone()) as Arc<dyn std::any::Any + Send + Sync>,
+            std::any::type_name::<A>(),
+        );
+        (registration, ())
+    })?;
+    // Remember the name on the actor, so its stop releases it; if it is stopping already,
+    // undo.
     if !addr.remember_name(name) {
         system.names().release(name, addr.id());
         return Err(RegistryError::Stopped(name.to_owned()));
@@ -203,12 +200,74 @@ pub(crate) fn register<A: Actor>(
     Ok(())
 }
 
-/// The actor of type `A` registered under `name`, if any.
-pub(crate) fn lookup<A: Actor>(system: &SystemShared, name: &str) -> Option<Addr<A>> {
-    system
-        .names()
-        .get(name)
-        .and_then(|addr| addr.downcast_ref::<Addr<A>>().cloned())
+/// The actor of type `A` registered under `name`, or why there is none.
+pub(crate) fn find<A: Actor>(system: &SystemShared, name: &str) -> Result<Addr<A>, RegistryError> {
+    let (addr, registered) = system.names().get(name)?;
+    addr.downcast_ref::<Addr<A>>()
+        .cloned()
+        .ok_or_else(|| RegistryError::WrongType {
+            name: name.to_owned(),
+            registered,
+            requested: std::any::type_name::<A>(),
+        })
+}
+
+/// Spawns a top-level actor under `name`, or says why not (the name is taken): `make` is
+/// called only once the name is free. The name is claimed before the actor starts, so nobody
+/// can take it in between.
+pub(crate) fn spawn_root_named<A: Actor>(
+    system: &Arc<SystemShared>,
+    name: &str,
+    options: SpawnOptions,
+    make: impl FnOnce() -> A,
+) -> Result<Addr<A>, RegistryError> {
+    if system.names().get(name).is_ok() {
+        return Err(RegistryError::Taken(name.to_owned()));
+    }
+    let actor = make();
+    let (cell, first) = system.names().claim(name, || {
+        let (cell, first) = system.register_root(|root| {
+            let (cell, first) =
+                new_cell(system, actor, None, &options, None, ParentLink::Root(root));
+            let erased: ErasedRef = cell.clone();
+            (erased, (cell, first))
+        });
+        let addr = Addr::from_cell(cell.clone());
+        let registration = (
+            addr.id(),
+            Arc::new(addr) as Arc<dyn std::any::Any + Send + Sync>,
+            std::any::type_name::<A>(),
+        );
+        (registration, (cell, first))
+    })?;
+    let addr = Addr::from_cell(cell.clone());
+    // A fresh actor has not stopped: the name is remembered, and released when it stops.
+    let remembered = addr.remember_name(name);
+    debug_assert!(remembered);
+    start(system, &cell, first);
+    if system.is_shutting_down() {
+        cell.signal(Signal::Stop);
+    }
+    Ok(addr)
+}
+
+/// The actor of type `A` under `name`, spawning one with `make` if there is none.
+pub(crate) fn get_or_spawn_root_named<A: Actor>(
+    system: &Arc<SystemShared>,
+    name: &str,
+    options: SpawnOptions,
+    make: impl FnOnce() -> A,
+) -> Result<Addr<A>, RegistryError> {
+    match find::<A>(system, name) {
+        Ok(addr) => return Ok(addr),
+        Err(RegistryError::NotFound(_)) => {}
+        Err(other) => return Err(other),
+    }
+    match spawn_root_named(system, name, options, make) {
+        // Another thread spawned it first: use theirs (the actor made here is dropped).
+        Err(RegistryError::Taken(_)) => find::<A>(system, name),
+        other => other,
+    }
 }
 
 /// Spawns a top-level actor.
@@ -217,14 +276,46 @@ pub(crate) fn spawn_root<A: Actor>(
     actor: A,
     options: SpawnOptions,
 ) -> Addr<A> {
+    spawn_root_with(system, actor, None, options)
+}
+
+fn spawn_root_with<A: Actor>(
+    system: &Arc<SystemShared>,
+    actor: A,
+    factory: Option<Factory<A>>,
+    options: SpawnOptions,
+) -> Addr<A> {
     let (cell, first) = system.register_root(|root| {
-        let (cell, first) = new_cell(system, actor, None, &options, None, ParentLink::Root(root));
+        let (cell, first) = new_cell(
+            system,
+            actor,
+            factory,
+            &options,
+            None,
+            ParentLink::Root(root),
+        );
         let erased: ErasedRef = cell.clone();
         (erased, (cell, first))
     });
-    start(system, &cell, first, &options);
+    start(system, &cell, first);
     if system.is_shutting_down() {
         cell.signal(Signal::Stop);
     }
     Addr::from_cell(cell)
+}
+
+/// Spawns a top-level actor built by `factory`, which the system restarts when it fails (or,
+/// `Restart::Permanent`, stops itself), within `options.supervision`'s limits.
+pub(crate) fn spawn_root_supervised<A: Actor>(
+    system: &Arc<SystemShared>,
+    mut factory: impl FnMut() -> A + Send + 'static,
+    options: SpawnOptions,
+) -> Addr<A> {
+    let first = factory();
+    let factory = Factory {
+        make: Box::new(factory),
+        restart: options.restart,
+        own: Some((options.supervision, Intensity::default())),
+    };
+    spawn_root_with(system, first, Some(factory), options)
 }

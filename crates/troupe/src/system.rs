@@ -348,15 +348,92 @@ impl System {
         spawn::spawn_root(self.shared(), actor, options)
     }
 
-    /// Registers `addr` under `name`; the name is released when the actor stops.
+    /// Spawns a top-level actor built by `factory`, supervised by the system: when it fails
+    /// (or, with the default `Restart::Permanent`, stops itself), the system rebuilds it in
+    /// place from `factory` (same address, same mailbox: messages sent meanwhile reach the new
+    /// instance), within `options.supervision(..)`'s intensity limit and back-off; past the
+    /// limit, it stops, failed. Only the message whose handler panicked is lost.
+    ///
+    /// ```
+    /// use troupe::{Actor, AskError, Context, Handler, Message, SpawnOptions, System};
+    /// struct Flaky { calls: u32 }
+    /// impl Actor for Flaky {}
+    /// struct Call(bool);
+    /// impl Message for Call { type Reply = u32; }
+    /// impl Handler<Call> for Flaky {
+    ///     fn handle(&mut self, call: Call, _: &mut Context<Self>) -> u32 {
+    ///         if call.0 { panic!("flaky") }
+    ///         self.calls += 1;
+    ///         self.calls
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let flaky = system.spawn_supervised(|| Flaky { calls: 0 }, SpawnOptions::new());
+    /// assert_eq!(flaky.ask(Call(false)).wait(), Ok(1));
+    /// assert_eq!(flaky.ask(Call(true)).wait(), Err(AskError::Panicked));
+    /// assert_eq!(flaky.ask(Call(false)).wait(), Ok(1)); // a fresh instance, same address
+    /// system.shutdown();
+    /// ```
+    pub fn spawn_supervised<A: Actor>(
+        &self,
+        factory: impl FnMut() -> A + Send + 'static,
+        options: SpawnOptions,
+    ) -> Addr<A> {
+        spawn::spawn_root_supervised(self.shared(), factory, options)
+    }
+
+    /// Registers `addr` under `name`; the name is released when the actor begins to stop.
+    /// Fails if the name is taken, or the actor is stopping.
     pub fn register<A: Actor>(&self, name: &str, addr: &Addr<A>) -> Result<(), RegistryError> {
         spawn::register(self.shared(), name, addr)
     }
 
-    /// The actor of type `A` registered under `name`, if any (a name registered for another
-    /// actor type is not found).
+    /// Spawns a top-level actor registered under `name`, or fails with
+    /// [`RegistryError::Taken`] (then `make` is not called and nothing is spawned). The name is
+    /// claimed before the actor starts and released when it begins to stop.
+    ///
+    /// ```
+    /// use troupe::{Actor, RegistryError, SpawnOptions, System};
+    /// struct Session;
+    /// impl Actor for Session {}
+    /// let system = System::new();
+    /// let first = system.spawn_named("session-42", SpawnOptions::new(), || Session).unwrap();
+    /// let again = system.spawn_named("session-42", SpawnOptions::new(), || Session);
+    /// assert_eq!(again.unwrap_err(), RegistryError::Taken("session-42".into()));
+    /// let same = system.get_or_spawn_named("session-42", SpawnOptions::new(), || Session);
+    /// assert_eq!(same.unwrap(), first);
+    /// system.shutdown();
+    /// ```
+    pub fn spawn_named<A: Actor>(
+        &self,
+        name: &str,
+        options: SpawnOptions,
+        make: impl FnOnce() -> A,
+    ) -> Result<Addr<A>, RegistryError> {
+        spawn::spawn_root_named(self.shared(), name, options, make)
+    }
+
+    /// The actor of type `A` registered under `name`, spawned with `make` if there is none.
+    /// Fails with [`RegistryError::WrongType`] if the name belongs to an actor of another type.
+    pub fn get_or_spawn_named<A: Actor>(
+        &self,
+        name: &str,
+        options: SpawnOptions,
+        make: impl FnOnce() -> A,
+    ) -> Result<Addr<A>, RegistryError> {
+        spawn::get_or_spawn_root_named(self.shared(), name, options, make)
+    }
+
+    /// The actor of type `A` registered under `name`, or why there is none
+    /// ([`RegistryError::NotFound`], [`RegistryError::WrongType`]).
+    pub fn find<A: Actor>(&self, name: &str) -> Result<Addr<A>, RegistryError> {
+        spawn::find(self.shared(), name)
+    }
+
+    /// The actor of type `A` registered under `name`, if any (see [`find`](System::find) for
+    /// why not).
     pub fn lookup<A: Actor>(&self, name: &str) -> Option<Addr<A>> {
-        spawn::lookup(self.shared(), name)
+        self.find(name).ok()
     }
 
     /// Releases `name`; true if it was registered.

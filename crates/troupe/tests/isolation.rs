@@ -450,15 +450,48 @@ fn links_propagate_failure_not_normal_stops() {
 
 #[test]
 fn registry_finds_by_name_and_releases_on_stop() {
+    use troupe::RegistryError;
     let system = System::new();
-    let pong = system.spawn_with(Pong, SpawnOptions::new().name("pong"));
+    let pong = system
+        .spawn_named("pong", SpawnOptions::new(), || Pong)
+        .unwrap();
     let found: Addr<Pong> = system.lookup("pong").expect("registered");
     assert_eq!(found.ask(Ball(1)).wait(), Ok(2));
     assert!(system.lookup::<Sleeper>("pong").is_none(), "typed lookup");
+    assert!(matches!(
+        system.find::<Sleeper>("pong"),
+        Err(RegistryError::WrongType { registered, .. }) if registered.ends_with("Pong")
+    ));
+    assert_eq!(
+        system.find::<Pong>("nobody").unwrap_err(),
+        RegistryError::NotFound("nobody".into())
+    );
+    // A taken name is an error, and the actor is not even made.
+    let made = std::cell::Cell::new(false);
+    assert_eq!(
+        system
+            .spawn_named("pong", SpawnOptions::new(), || {
+                made.set(true);
+                Pong
+            })
+            .unwrap_err(),
+        RegistryError::Taken("pong".into())
+    );
+    assert!(!made.get());
+    assert_eq!(
+        system
+            .get_or_spawn_named("pong", SpawnOptions::new(), || Pong)
+            .unwrap(),
+        pong
+    );
+    assert!(matches!(
+        system.get_or_spawn_named("pong", SpawnOptions::new(), || Sleeper),
+        Err(RegistryError::WrongType { .. })
+    ));
     let other = system.spawn(Pong);
     assert!(matches!(
         system.register("pong", &other),
-        Err(troupe::RegistryError::Taken(_))
+        Err(RegistryError::Taken(_))
     ));
     pong.stop();
     wait_for("the name to be released", LONG, || {
@@ -466,6 +499,10 @@ fn registry_finds_by_name_and_releases_on_stop() {
     });
     system.register("pong", &other).unwrap();
     assert_eq!(system.lookup::<Pong>("pong").unwrap(), other);
+    // A stopping actor cannot take a name.
+    other.stop();
+    wait_for("the other to stop", LONG, || other.is_stopped());
+    assert!(system.register("again", &other).is_err());
     system.shutdown();
 }
 

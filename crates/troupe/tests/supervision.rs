@@ -399,3 +399,89 @@ fn backoff_delays_restarts() {
     );
     system.shutdown();
 }
+
+/// A top-level actor supervised by the system: restarted in place, messages sent during its
+/// back-off reach the new instance; past the intensity limit it stops, failed.
+#[test]
+fn the_system_supervises_top_level_actors() {
+    quiet_panics();
+    let system = System::new();
+    let instances = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let worker = {
+        let (instances, seen) = (instances.clone(), seen.clone());
+        system.spawn_supervised(
+            move || Worker {
+                fail_every: 3,
+                seen: seen.clone(),
+                instances: instances.clone(),
+            },
+            SpawnOptions::new().supervision(
+                SupervisorStrategy::one_for_one()
+                    .intensity(2, Duration::from_secs(60))
+                    .backoff(Duration::from_millis(30), Duration::from_millis(30)),
+            ),
+        )
+    };
+    for i in 1..=5 {
+        worker.tell(Job(i)).unwrap();
+    }
+    wait_for("jobs 1, 2, 4, 5", LONG, || seen.lock().unwrap().len() == 4);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [1, 2, 4, 5],
+        "only the failing job is lost"
+    );
+    assert_eq!(worker.ask(Ping).wait_timeout(LONG), Ok(2), "restarted once");
+    // Two more failures: the second goes past the limit of 2 restarts.
+    worker.tell(Job(6)).unwrap();
+    worker.tell(Job(9)).unwrap();
+    wait_for("the worker to stop", LONG, || worker.is_stopped());
+    assert_eq!(instances.load(Ordering::SeqCst), 3);
+    system.shutdown();
+}
+
+/// A name is released when its actor begins to stop, not when it finishes (which waits for
+/// its children).
+#[test]
+fn a_stopping_actors_name_is_free_at_once() {
+    struct Slow;
+    impl Actor for Slow {}
+    struct Nap(Duration);
+    impl Message for Nap {
+        type Reply = ();
+    }
+    impl Handler<Nap> for Slow {
+        fn handle(&mut self, msg: Nap, _: &mut Context<Self>) {
+            std::thread::sleep(msg.0);
+        }
+    }
+    struct Parent;
+    impl Actor for Parent {}
+    struct Child;
+    impl Message for Child {
+        type Reply = Addr<Slow>;
+    }
+    impl Handler<Child> for Parent {
+        fn handle(&mut self, _: Child, ctx: &mut Context<Self>) -> Addr<Slow> {
+            ctx.spawn(Slow)
+        }
+    }
+    let system = System::new();
+    let parent = system
+        .spawn_named("parent", SpawnOptions::new(), || Parent)
+        .unwrap();
+    let child = parent.ask(Child).wait_timeout(LONG).unwrap();
+    child.tell(Nap(Duration::from_millis(500))).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    parent.stop();
+    wait_for("the name to be free", Duration::from_millis(300), || {
+        system.lookup::<Parent>("parent").is_none()
+    });
+    assert_eq!(
+        system.live_actors(),
+        2,
+        "the parent still waits for its busy child"
+    );
+    system.shutdown();
+}

@@ -4,10 +4,9 @@
 //! back-off): it returns a [`Decision`], and the parent's turn (`life.rs`) carries it out by
 //! signalling the children, arming a timer, or failing itself.
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use super::{Restart, StrategyKind, SupervisorStrategy};
+use super::{Intensity, Restart, StrategyKind, SupervisorStrategy};
 use crate::erased::ErasedRef;
 use crate::failure::Failure;
 
@@ -26,7 +25,7 @@ pub(crate) struct ChildEntry {
 pub(crate) struct Children {
     slab: slab::Slab<ChildEntry>,
     next_seq: u64,
-    restarts: VecDeque<Instant>,
+    intensity: Intensity,
 }
 
 /// What a child's failure calls for.
@@ -99,32 +98,15 @@ impl Children {
         let Some(entry) = self.slab.get(key) else {
             return Decision::Nothing;
         };
-        let restartable = entry.restartable
-            && !stopping
-            && match entry.restart {
-                Restart::Permanent => true,
-                Restart::Transient => *failure != Failure::Exited,
-                Restart::Temporary => false,
-            };
+        let restartable = entry.restartable && !stopping && entry.restart.restarts_after(failure);
         if !restartable {
             return Decision::Stop(entry.cell.clone());
         }
-
-        while self
-            .restarts
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > strategy.within)
-        {
-            self.restarts.pop_front();
-        }
-        self.restarts.push_back(now);
-        if self.restarts.len() > strategy.max_restarts as usize {
-            self.restarts.clear();
+        let Some(delay) = self.intensity.admit(strategy, now) else {
             return Decision::Escalate(Failure::Escalated {
                 child: Box::new(failure.clone()),
             });
-        }
-
+        };
         let failed_seq = entry.seq;
         let targets = self
             .slab
@@ -139,13 +121,6 @@ impl Children {
                 (child.cell.clone(), reason)
             })
             .collect();
-        let delay = strategy.backoff.map(|b| {
-            let doublings = (self.restarts.len() - 1).min(30) as u32;
-            b.min.saturating_mul(1 << doublings).min(b.max)
-        });
-        Decision::Restart {
-            targets,
-            delay: delay.filter(|d| !d.is_zero()),
-        }
+        Decision::Restart { targets, delay }
     }
 }

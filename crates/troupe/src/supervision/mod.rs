@@ -30,7 +30,10 @@
 //! [`OneForAll`]: StrategyKind::OneForAll
 //! [`RestForOne`]: StrategyKind::RestForOne
 
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::failure::Failure;
 
 pub(crate) mod children;
 
@@ -140,5 +143,97 @@ impl SupervisorStrategy {
     pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
         self.backoff = Some(Backoff { min, max });
         self
+    }
+}
+
+impl Restart {
+    /// Whether a child with this policy is restarted after `failure` (`Failure::Exited`: it
+    /// stopped itself).
+    pub(crate) fn restarts_after(self, failure: &Failure) -> bool {
+        match self {
+            Restart::Permanent => true,
+            Restart::Transient => *failure != Failure::Exited,
+            Restart::Temporary => false,
+        }
+    }
+}
+
+/// A supervisor's recent restarts, for its intensity limit and back-off.
+#[derive(Debug, Default)]
+pub(crate) struct Intensity {
+    restarts: VecDeque<Instant>,
+}
+
+impl Intensity {
+    /// Records a restart at `now` under `strategy`: `None` if it goes past the intensity limit
+    /// (the supervisor escalates), else the back-off to wait before it (if any).
+    pub(crate) fn admit(
+        &mut self,
+        strategy: &SupervisorStrategy,
+        now: Instant,
+    ) -> Option<Option<Duration>> {
+        while self
+            .restarts
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > strategy.within)
+        {
+            self.restarts.pop_front();
+        }
+        self.restarts.push_back(now);
+        if self.restarts.len() > strategy.max_restarts as usize {
+            self.restarts.clear();
+            return None;
+        }
+        let delay = strategy.backoff.map(|b| {
+            let doublings = (self.restarts.len() - 1).min(30) as u32;
+            b.min.saturating_mul(1 << doublings).min(b.max)
+        });
+        Some(delay.filter(|d| !d.is_zero()))
+    }
+}
+
+#[cfg(all(test, not(troupe_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intensity_escalates_past_its_limit_and_backs_off_doubling() {
+        let strategy = SupervisorStrategy::one_for_one()
+            .intensity(3, Duration::from_secs(5))
+            .backoff(Duration::from_millis(10), Duration::from_millis(25));
+        let mut intensity = Intensity::default();
+        let t0 = Instant::now();
+        assert_eq!(
+            intensity.admit(&strategy, t0),
+            Some(Some(Duration::from_millis(10)))
+        );
+        assert_eq!(
+            intensity.admit(&strategy, t0),
+            Some(Some(Duration::from_millis(20)))
+        );
+        assert_eq!(
+            intensity.admit(&strategy, t0),
+            Some(Some(Duration::from_millis(25)))
+        );
+        assert_eq!(
+            intensity.admit(&strategy, t0),
+            None,
+            "a fourth within 5 s escalates"
+        );
+        // Outside the window, restarts are allowed again.
+        let later = t0 + Duration::from_secs(6);
+        assert_eq!(
+            intensity.admit(&strategy, later),
+            Some(Some(Duration::from_millis(10)))
+        );
+    }
+
+    #[test]
+    fn restart_policies_say_who_comes_back() {
+        let panicked = Failure::Panicked("x".into());
+        assert!(Restart::Permanent.restarts_after(&Failure::Exited));
+        assert!(Restart::Transient.restarts_after(&panicked));
+        assert!(!Restart::Transient.restarts_after(&Failure::Exited));
+        assert!(!Restart::Temporary.restarts_after(&panicked));
     }
 }
