@@ -104,6 +104,11 @@ pub trait Message: Send + 'static {
 /// let counter = system.spawn(Counter(0));
 /// counter.tell(Unrelated); // Counter does not handle `Unrelated`: does not compile
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not handle messages of type `{M}`",
+    label = "no `impl Handler<{M}> for {Self}`",
+    note = "an actor takes exactly the message types it has a `Handler` for: add `impl Handler<{M}> for {Self}`, or send it a type it handles"
+)]
 pub trait Handler<M: Message>: Actor {
     /// Handles one message. The return value is the reply to an `ask` (ignored for `tell`).
     fn handle(&mut self, msg: M, ctx: &mut Context<Self>) -> M::Reply;

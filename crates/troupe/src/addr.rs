@@ -7,6 +7,7 @@ use crate::actor::{Actor, Context, Handler, Message};
 use crate::bounded::{Admit, Bound};
 use crate::erased::{ErasedCell, ErasedRef};
 use crate::error::{AskError, SendError};
+use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ActorCell;
 use crate::raw::{Deliver, Discard};
@@ -95,6 +96,61 @@ enum Refused<P> {
     Full(P),
 }
 
+/// Sends `payload` to `cell`: through the hand-off or the mailbox, or, for a bounded mailbox,
+/// past its admission counter (`count_refusal`: false when the sender will wait and retry).
+#[inline]
+fn send_payload<A: Actor, P: Deliver<A>>(
+    cell: &ActorCell<A>,
+    payload: P,
+    count_refusal: bool,
+) -> Result<(), Refused<P>> {
+    match cell.shared.bound() {
+        None => cell.push(payload).map_err(Refused::Stopped),
+        Some(bound) => send_bounded(cell, bound, payload, count_refusal),
+    }
+}
+
+#[cold]
+fn send_bounded<A: Actor, P: Deliver<A>>(
+    cell: &ActorCell<A>,
+    bound: &Bound,
+    payload: P,
+    count_refusal: bool,
+) -> Result<(), Refused<P>> {
+    match bound.admit(count_refusal) {
+        Admit::Yes => cell.push_queued(payload).map_err(|payload| {
+            bound.release(1);
+            Refused::Stopped(payload)
+        }),
+        Admit::Full => Err(Refused::Full(payload)),
+        Admit::DropIt => {
+            // Dropped on purpose (overflow policy), counted by `admit`.
+            payload.discard(Discard::Overflow);
+            Ok(())
+        }
+    }
+}
+
+/// `tell`, for any holder of the cell (an `Addr`, a `Recipient`).
+#[inline]
+fn tell_cell<A: Handler<M>, M: Message>(cell: &ActorCell<A>, msg: M) -> Result<(), SendError<M>> {
+    send_payload(cell, Tell(msg), true).map_err(|refused| match refused {
+        Refused::Stopped(Tell(msg)) => SendError::Stopped(msg),
+        Refused::Full(Tell(msg)) => SendError::Full(msg),
+    })
+}
+
+/// `ask`, for any holder of the cell.
+fn ask_cell<A: Handler<M>, M: Message>(cell: &ActorCell<A>, msg: M) -> Ask<M::Reply> {
+    let (reply, ask) = reply::channel(cell.id());
+    match send_payload(cell, Request { msg, reply }, true) {
+        Ok(()) => {}
+        Err(Refused::Stopped(request)) => request.reply.fail(AskError::Stopped),
+        Err(Refused::Full(request)) => request.reply.fail(AskError::MailboxFull),
+    }
+    ask
+}
+
 impl<A: Actor> Addr<A> {
     pub(crate) fn from_cell(cell: Arc<ActorCell<A>>) -> Self {
         Self { cell }
@@ -119,42 +175,6 @@ impl<A: Actor> Addr<A> {
         }
         inner.names.push(name.to_owned());
         true
-    }
-
-    /// Sends `payload`: through the hand-off or the mailbox, or, for a bounded mailbox, past
-    /// its admission counter (`count_refusal`: false when the sender will wait and retry).
-    #[inline]
-    fn send_payload<P: Deliver<A>>(
-        &self,
-        payload: P,
-        count_refusal: bool,
-    ) -> Result<(), Refused<P>> {
-        let cell = &*self.cell;
-        match cell.shared.bound() {
-            None => cell.push(payload).map_err(Refused::Stopped),
-            Some(bound) => Self::send_bounded(cell, bound, payload, count_refusal),
-        }
-    }
-
-    #[cold]
-    fn send_bounded<P: Deliver<A>>(
-        cell: &ActorCell<A>,
-        bound: &Bound,
-        payload: P,
-        count_refusal: bool,
-    ) -> Result<(), Refused<P>> {
-        match bound.admit(count_refusal) {
-            Admit::Yes => cell.push_queued(payload).map_err(|payload| {
-                bound.release(1);
-                Refused::Stopped(payload)
-            }),
-            Admit::Full => Err(Refused::Full(payload)),
-            Admit::DropIt => {
-                // Dropped on purpose (overflow policy), counted by `admit`.
-                payload.discard(Discard::Overflow);
-                Ok(())
-            }
-        }
     }
 
     /// Sends a message without waiting (fire and forget).
@@ -182,11 +202,7 @@ impl<A: Actor> Addr<A> {
         A: Handler<M>,
         M: Message,
     {
-        self.send_payload(Tell(msg), true)
-            .map_err(|refused| match refused {
-                Refused::Stopped(Tell(msg)) => SendError::Stopped(msg),
-                Refused::Full(Tell(msg)) => SendError::Full(msg),
-            })
+        tell_cell(&self.cell, msg)
     }
 
     /// Sends a message, waiting (asynchronously) while the actor's bounded mailbox is full.
@@ -218,9 +234,8 @@ impl<A: Actor> Addr<A> {
     {
         let mut msg = msg;
         loop {
-            let attempt = self
-                .send_payload(Tell(msg), false)
-                .map_err(|refused| match refused {
+            let attempt =
+                send_payload(&self.cell, Tell(msg), false).map_err(|refused| match refused {
                     Refused::Stopped(Tell(msg)) => SendError::Stopped(msg),
                     Refused::Full(Tell(msg)) => SendError::Full(msg),
                 });
@@ -271,13 +286,7 @@ impl<A: Actor> Addr<A> {
         A: Handler<M>,
         M: Message,
     {
-        let (reply, ask) = reply::channel(self.cell.id());
-        match self.send_payload(Request { msg, reply }, true) {
-            Ok(()) => {}
-            Err(Refused::Stopped(request)) => request.reply.fail(AskError::Stopped),
-            Err(Refused::Full(request)) => request.reply.fail(AskError::MailboxFull),
-        }
-        ask
+        ask_cell(&self.cell, msg)
     }
 
     /// Like [`ask`](Addr::ask), but the reply fails with [`AskError::Timeout`] if it has not
@@ -321,6 +330,142 @@ impl<A: Actor> Addr<A> {
     /// The actor's unique id within its process.
     pub fn id(&self) -> ActorId {
         self.cell.id()
+    }
+
+    /// Resolves when the actor has stopped, with how it ended: `.await` it, or
+    /// [`wait`](Ask::wait) for it from a thread (joining an actor, as a thread is joined). At
+    /// once if it has stopped already.
+    ///
+    /// ```
+    /// use troupe::{Actor, StopReason, System};
+    /// struct Job;
+    /// impl Actor for Job {}
+    /// let system = System::new();
+    /// let job = system.spawn(Job);
+    /// job.stop();
+    /// assert_eq!(job.stopped().wait(), Ok(StopReason::Normal));
+    /// system.shutdown();
+    /// ```
+    pub fn stopped(&self) -> Ask<StopReason> {
+        let (reply, stopped) = reply::channel(self.cell.id());
+        let watcher: crate::erased::Watcher = Box::new(move |_, reason: &StopReason| {
+            reply.send(reason.clone());
+        });
+        let added = self.cell.extras().lock().add_watcher(watcher);
+        if let Err((watcher, reason)) = added {
+            watcher(self.cell.id(), &reason);
+        }
+        stopped
+    }
+
+    /// A handle to this actor typed by the message it takes, not by the actor: to give a
+    /// reply-to address, or keep actors of different types that handle `M` together.
+    pub fn recipient<M>(&self) -> Recipient<M>
+    where
+        A: Handler<M>,
+        M: Message,
+    {
+        Recipient {
+            target: self.cell.clone(),
+        }
+    }
+}
+
+impl<A: Handler<M>, M: Message> From<Addr<A>> for Recipient<M> {
+    fn from(addr: Addr<A>) -> Self {
+        Recipient { target: addr.cell }
+    }
+}
+
+/// What a [`Recipient`] can do with an actor it does not know the type of.
+trait Target<M: Message>: Send + Sync {
+    fn tell(&self, msg: M) -> Result<(), SendError<M>>;
+    fn ask(&self, msg: M) -> Ask<M::Reply>;
+    fn id(&self) -> ActorId;
+    fn is_stopped(&self) -> bool;
+}
+
+impl<A: Handler<M>, M: Message> Target<M> for ActorCell<A> {
+    fn tell(&self, msg: M) -> Result<(), SendError<M>> {
+        tell_cell(self, msg)
+    }
+    fn ask(&self, msg: M) -> Ask<M::Reply> {
+        ask_cell(self, msg)
+    }
+    fn id(&self) -> ActorId {
+        ActorCell::id(self)
+    }
+    fn is_stopped(&self) -> bool {
+        self.is_closed()
+    }
+}
+
+/// An address typed by the message it accepts rather than by the actor behind it: any actor
+/// that handles `M`. Cheap to clone; `tell` and `ask` as on an [`Addr`].
+///
+/// ```
+/// use troupe::{Actor, Context, Handler, Message, Recipient, System};
+/// struct Done(u32);
+/// impl Message for Done { type Reply = (); }
+/// struct Logger;
+/// impl Actor for Logger {}
+/// impl Handler<Done> for Logger { fn handle(&mut self, _: Done, _: &mut Context<Self>) {} }
+/// struct Auditor;
+/// impl Actor for Auditor {}
+/// impl Handler<Done> for Auditor { fn handle(&mut self, _: Done, _: &mut Context<Self>) {} }
+///
+/// let system = System::new();
+/// let listeners: Vec<Recipient<Done>> = vec![
+///     system.spawn(Logger).recipient(),
+///     system.spawn(Auditor).into(),
+/// ];
+/// for listener in &listeners {
+///     listener.tell(Done(1)).unwrap();
+/// }
+/// system.shutdown();
+/// ```
+pub struct Recipient<M: Message> {
+    target: Arc<dyn Target<M>>,
+}
+
+impl<M: Message> Clone for Recipient<M> {
+    fn clone(&self) -> Self {
+        Self {
+            target: self.target.clone(),
+        }
+    }
+}
+
+impl<M: Message> fmt::Debug for Recipient<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Recipient<{}>(#{})",
+            std::any::type_name::<M>(),
+            self.target.id()
+        )
+    }
+}
+
+impl<M: Message> Recipient<M> {
+    /// Sends a message without waiting (see [`Addr::tell`]).
+    pub fn tell(&self, msg: M) -> Result<(), SendError<M>> {
+        self.target.tell(msg)
+    }
+
+    /// Sends a request (see [`Addr::ask`]).
+    pub fn ask(&self, msg: M) -> Ask<M::Reply> {
+        self.target.ask(msg)
+    }
+
+    /// The actor's id.
+    pub fn id(&self) -> ActorId {
+        self.target.id()
+    }
+
+    /// True once the actor has begun stopping.
+    pub fn is_stopped(&self) -> bool {
+        self.target.is_stopped()
     }
 }
 

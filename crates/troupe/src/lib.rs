@@ -83,7 +83,7 @@ mod system;
 mod context;
 
 pub use actor::{Actor, Context, Handler, Message, Terminated, WatchId};
-pub use addr::Addr;
+pub use addr::{Addr, Recipient};
 pub use bounded::Overflow;
 pub use error::{AskError, BuildError, SendError, ShutdownError};
 pub use failure::{Failure, StopReason};

@@ -270,7 +270,7 @@ fn on_signal<A: Actor>(turn: &mut Turn<'_, '_, A>, signal: Signal) {
         Signal::Restart(reason) => restart(turn, reason),
         Signal::LinkFailed(id) => {
             let (cell, _, state) = turn.parts();
-            record_failure(cell.id(), state, Failure::LinkFailed(id));
+            record_failure(cell, state, Failure::LinkFailed(id));
         }
         Signal::Resume { id, output } => resume(turn, id, output),
     }
@@ -295,7 +295,14 @@ fn resume<A: Actor>(turn: &mut Turn<'_, '_, A>, id: u32, output: Box<dyn Any + S
 
 /// Records a failure (a panic in a turn, a linked actor's failure, an escalation); `attend`
 /// reports it.
-fn record_failure<A: Actor>(id: ActorId, state: &mut ActorState<A>, failure: Failure) {
+fn record_failure<A: Actor>(cell: &Cell<A>, state: &mut ActorState<A>, failure: Failure) {
+    let id = cell.id();
+    let registered = cell
+        .shared
+        .extras
+        .get()
+        .and_then(|extras| extras.lock().names.first().cloned());
+    let name = registered.as_deref();
     match state.life {
         // Already on its way out: its hooks are guarded one by one.
         Life::Stopping(_) => return,
@@ -303,7 +310,7 @@ fn record_failure<A: Actor>(id: ActorId, state: &mut ActorState<A>, failure: Fai
         Life::Failed(_) => return,
         _ => {}
     }
-    tracing::warn!(actor = %id, actor_type = std::any::type_name::<A>(), %failure, "actor failed");
+    tracing::warn!(actor = %id, actor_type = std::any::type_name::<A>(), name = name.unwrap_or(""), %failure, "actor failed");
     // An await in progress is abandoned with the instance that started it.
     state.life = Life::Failed(Box::new(failure));
     state.ctx.attention = true;
@@ -316,11 +323,7 @@ pub(crate) fn record_panic<A: Actor>(turn: &mut Turn<'_, '_, A>, panic: &(dyn An
     if let Some(rare) = state.ctx.rare.as_mut() {
         rare.deferral = None;
     }
-    record_failure(
-        cell.id(),
-        state,
-        Failure::Panicked(Failure::from_panic(panic)),
-    );
+    record_failure(cell, state, Failure::Panicked(Failure::from_panic(panic)));
 }
 
 /// Tells the supervisor about a failure and suspends; a top-level actor (supervised by the
@@ -465,11 +468,7 @@ fn supervise<A: Actor>(turn: &mut Turn<'_, '_, A>, key: usize, failure: Failure)
                 if let Some(child) = state.ctx.children().and_then(|c| c.get(key)) {
                     child.signal(Signal::Stop);
                 }
-                record_failure(
-                    cell.id(),
-                    state,
-                    Failure::Panicked(Failure::from_panic(&*panic)),
-                );
+                record_failure(cell, state, Failure::Panicked(Failure::from_panic(&*panic)));
                 return;
             }
         },
@@ -483,7 +482,7 @@ fn supervise<A: Actor>(turn: &mut Turn<'_, '_, A>, key: usize, failure: Failure)
         Decision::Stop(child) => child.signal(Signal::Stop),
         Decision::Escalate(escalated) => {
             tracing::warn!(actor = %cell.id(), "restart intensity exceeded: escalating");
-            record_failure(cell.id(), state, escalated);
+            record_failure(cell, state, escalated);
         }
         Decision::Restart { targets, delay } => {
             for (child, reason) in targets {

@@ -229,3 +229,46 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
         std::thread::park_timeout(Duration::from_millis(100));
     }
 }
+
+/// Another actor type that answers `Ping` (differently from `Echo`), for recipients.
+struct Doubler;
+impl Actor for Doubler {}
+impl Handler<Ping> for Doubler {
+    fn handle(&mut self, msg: Ping, _: &mut Context<Self>) -> u64 {
+        msg.0 + 1
+    }
+}
+
+/// Recipients hide the actor's type behind the message's; joining an actor waits for its end,
+/// from a thread or async code.
+#[test]
+fn recipients_and_joining() {
+    let system = System::new();
+    let echo = system.spawn(Echo);
+    let doubler = system.spawn(Doubler);
+    let pingable: Vec<troupe::Recipient<Ping>> = vec![echo.recipient(), doubler.clone().into()];
+    let answers: Vec<_> = pingable
+        .iter()
+        .map(|r| r.ask(Ping(10)).wait_timeout(LONG).unwrap())
+        .collect();
+    assert_eq!(answers, [20, 11]);
+    assert_eq!(pingable[1].id(), doubler.id());
+
+    let joined = doubler.stopped();
+    assert!(!pingable[1].is_stopped());
+    doubler.stop();
+    assert_eq!(joined.wait_timeout(LONG), Ok(troupe::StopReason::Normal));
+    assert!(pingable[1].is_stopped());
+    assert!(pingable[1].tell(Ping(1)).is_err());
+    // After the end, at once; and from async code.
+    assert_eq!(
+        doubler.stopped().wait_timeout(LONG),
+        Ok(troupe::StopReason::Normal)
+    );
+    let echo_end = echo.stopped();
+    echo.stop();
+    system.block_on(async {
+        assert_eq!(echo_end.await, Ok(troupe::StopReason::Normal));
+    });
+    system.shutdown();
+}
