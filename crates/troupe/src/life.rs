@@ -506,7 +506,7 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
     if state.life.is_stopping() {
         return;
     }
-    if !state.ctx.rare.as_ref().is_some_and(|r| r.factory.is_some()) {
+    if state.ctx.rare.as_ref().is_none_or(|r| r.factory.is_none()) {
         // Not restartable (nothing to rebuild it from): it stops.
         begin_stop(turn, StopReason::Normal);
         return;

@@ -46,7 +46,7 @@ impl Handler<Job> for Worker {
             ctx.stop();
             return;
         }
-        if self.fail_every > 0 && job.0 % self.fail_every == 0 {
+        if self.fail_every > 0 && job.0.is_multiple_of(self.fail_every) {
             panic!("job {} fails on purpose", job.0);
         }
         self.seen.lock().unwrap().push(job.0);

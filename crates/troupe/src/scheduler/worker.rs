@@ -152,7 +152,7 @@ impl<'a> WorkerLoop<'a> {
     fn run_turn(&mut self, (runnable, handoff): Task<'a>) {
         let ran = runnable.run(self.shared.throughput, handoff);
         self.turns += 1;
-        if self.turns % 1024 == 0 {
+        if self.turns.is_multiple_of(1024) {
             self.publish_counters();
         }
         if let Ran::Yield(again) = ran {
