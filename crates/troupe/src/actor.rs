@@ -82,6 +82,21 @@ pub trait Actor: Sized + Send + 'static {
 /// struct Add(u64);
 /// impl troupe::Message for Add { type Reply = (); }
 /// ```
+///
+/// Or derived, with `#[reply(T)]` naming the reply type (`()` without it):
+///
+/// ```
+/// #[derive(troupe::Message)]
+/// #[reply(Option<String>)]
+/// struct Lookup { user: u32 }
+/// ```
+///
+/// ```compile_fail
+/// #[derive(troupe::Message)]
+/// #[reply(u8)]
+/// #[reply(u16)] // one reply type per message
+/// struct Twice;
+/// ```
 pub trait Message: Send + 'static {
     /// What a handler returns for this message; delivered to the asker by `ask`.
     type Reply: Send + 'static;

@@ -95,3 +95,5 @@ pub use spawn::{Placement, SpawnOptions};
 pub use supervision::{Backoff, Restart, StrategyKind, SupervisorStrategy};
 pub use system::{System, SystemBuilder, WORKERS_ENV};
 pub use timer::TimerId;
+/// `#[derive(Message)]`, with `#[reply(T)]` for the reply type (default `()`).
+pub use troupe_macros::Message;
