@@ -17,6 +17,25 @@ use crate::signal::Signal;
 use crate::spawn::{self, SpawnOptions};
 use crate::timer::TimerId;
 
+/// A stream attached to an actor with [`Context::attach_stream`]; dropping it leaves the
+/// stream running.
+#[derive(Debug)]
+pub struct StreamHandle {
+    task: tokio::task::AbortHandle,
+}
+
+impl StreamHandle {
+    /// Stops pulling the stream (an item being handled is still handled).
+    pub fn cancel(&self) {
+        self.task.abort();
+    }
+
+    /// True once the stream has ended, been cancelled, or its actor stopped.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
 impl<A: Actor> Context<A> {
     /// This actor's own address, to give to others or keep.
     pub fn myself(&self) -> Addr<A> {
@@ -264,6 +283,77 @@ impl<A: Actor> Context<A> {
             let output = future.await;
             let _ = me.tell(map(output));
         });
+    }
+
+    /// Delivers the items of `stream` to this actor as messages built by `map`, one at a time:
+    /// the next item is pulled only once the actor has handled the previous one
+    /// (backpressure, as actix's `StreamHandler` and kameo's `attach_stream`). The stream runs
+    /// on the system's async runtime; it ends when the stream does, when this actor stops, or
+    /// when the returned handle is cancelled. To hear of the stream's end, chain an item that
+    /// says so (`stream.map(Some).chain(once(None))`).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Tally { seen: Arc<Mutex<Vec<u32>>> }
+    /// impl Actor for Tally {}
+    /// struct Item(u32);
+    /// impl Message for Item { type Reply = (); }
+    /// impl Handler<Item> for Tally {
+    ///     fn handle(&mut self, item: Item, _: &mut Context<Self>) {
+    ///         self.seen.lock().unwrap().push(item.0);
+    ///     }
+    /// }
+    /// struct Follow(Vec<u32>);
+    /// impl Message for Follow { type Reply = (); }
+    /// impl Handler<Follow> for Tally {
+    ///     fn handle(&mut self, msg: Follow, ctx: &mut Context<Self>) {
+    ///         ctx.attach_stream(Numbers(msg.0.into_iter()), Item);
+    ///     }
+    /// }
+    /// /// A stream of numbers (any `futures_core::Stream` will do).
+    /// struct Numbers(std::vec::IntoIter<u32>);
+    /// impl futures_core::Stream for Numbers {
+    ///     type Item = u32;
+    ///     fn poll_next(
+    ///         mut self: std::pin::Pin<&mut Self>,
+    ///         _: &mut std::task::Context<'_>,
+    ///     ) -> std::task::Poll<Option<u32>> {
+    ///         std::task::Poll::Ready(self.0.next())
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let tally = system.spawn(Tally { seen: seen.clone() });
+    /// tally.tell(Follow(vec![1, 2, 3])).unwrap();
+    /// while seen.lock().unwrap().len() < 3 { std::thread::yield_now() }
+    /// assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
+    /// system.shutdown();
+    /// ```
+    pub fn attach_stream<S, M>(
+        &mut self,
+        stream: S,
+        mut map: impl FnMut(S::Item) -> M + Send + 'static,
+    ) -> StreamHandle
+    where
+        S: futures_core::Stream + Send + 'static,
+        S::Item: Send,
+        A: Handler<M>,
+        M: Message,
+    {
+        let me = self.myself();
+        let task = self.cell().shared.system.io().spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+                // Handled (or the actor gone) before the next item is pulled.
+                if me.ask(map(item)).await.is_err() && me.is_stopped() {
+                    break;
+                }
+            }
+        });
+        StreamHandle {
+            task: task.abort_handle(),
+        }
     }
 
     /// Runs `future` on the system's async runtime while this actor holds its mailbox: no

@@ -85,6 +85,7 @@ mod context;
 pub use actor::{Actor, Context, Handler, Message, Terminated, WatchId};
 pub use addr::{Addr, Recipient};
 pub use bounded::Overflow;
+pub use context::StreamHandle;
 pub use error::{AskError, BuildError, SendError, ShutdownError};
 pub use failure::{Failure, StopReason};
 pub use id::ActorId;
