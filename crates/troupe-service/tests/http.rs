@@ -1,0 +1,131 @@
+//! The example service over loopback: a few hundred concurrent requests of every kind, each
+//! response's status checked; the rate limiter's 429; bad requests; graceful shutdown.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use troupe::System;
+use troupe_service::{serve, AppState, Settings};
+
+/// One HTTP/1.1 request on its own connection: the status and the body.
+async fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("send");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.expect("receive");
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Starts the service on an ephemeral loopback port; returns its address, a trigger for its
+/// graceful shutdown, and the task serving it.
+async fn start(
+    settings: Settings,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+    System,
+) {
+    let system = System::builder()
+        .tokio_handle(tokio::runtime::Handle::current())
+        .build()
+        .unwrap();
+    let state = AppState::new(system.clone(), &settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+    (addr, stop, server, system)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundreds_of_concurrent_requests_get_the_right_statuses() {
+    let (addr, stop, server, system) = start(Settings::default()).await;
+
+    let mut tasks = Vec::new();
+    for i in 0..300u64 {
+        tasks.push(tokio::spawn(async move {
+            let user = format!("u{}", i % 20);
+            let (status, body) = request(addr, "POST", &format!("/sessions/{user}")).await;
+            assert_eq!(status, 200, "session {user}: {body}");
+            assert!(body.contains(&format!("\"user\":\"{user}\"")), "{body}");
+            let (status, body) = request(addr, "GET", &format!("/work/{i}")).await;
+            assert_eq!(status, 200, "work {i}: {body}");
+            assert_eq!(body, (i * i).to_string());
+            let (status, body) = request(addr, "GET", "/flaky").await;
+            assert_eq!(status, 200, "flaky: {body}");
+        }));
+    }
+    for task in tasks {
+        task.await.expect("a request task");
+    }
+    // Each of the 20 sessions saw 15 visits; one more now.
+    for u in 0..20 {
+        let (status, body) = request(addr, "GET", &format!("/sessions/u{u}")).await;
+        assert_eq!(status, 200);
+        assert!(body.contains("\"visits\":16"), "session u{u}: {body}");
+    }
+
+    // The supervised flaky actor: a failure is a 500, and it comes back restarted.
+    let (status, body) = request(addr, "GET", "/flaky?fail=true").await;
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("panicked"), "{body}");
+    let (status, body) = request(addr, "GET", "/flaky").await;
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("\"calls\":1") && body.contains("\"instance\":2"),
+        "{body}"
+    );
+
+    // Bad requests: a clear 4xx, nothing panics or hangs.
+    assert_eq!(request(addr, "GET", "/sessions/nobody").await.0, 404);
+    assert_eq!(request(addr, "GET", "/nope").await.0, 404);
+    assert_eq!(request(addr, "GET", "/work/abc").await.0, 400);
+    assert_eq!(request(addr, "GET", "/work/99999999999").await.0, 400);
+    assert_eq!(request(addr, "GET", "/flaky?fail=maybe").await.0, 400);
+    assert_eq!(request(addr, "DELETE", "/sessions/u1").await.0, 405);
+
+    // Graceful shutdown: the server returns, and every actor has stopped.
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server stops")
+        .unwrap()
+        .unwrap();
+    assert_eq!(system.live_actors(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limiter_says_429_when_its_bucket_is_empty() {
+    let (addr, stop, server, _system) = start(Settings {
+        rate_capacity: 10,
+        rate_refill: 10,
+        rate_every: Duration::from_secs(3600),
+        ..Settings::default()
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        statuses.push(request(addr, "GET", "/work/2").await.0);
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 10);
+    assert_eq!(&statuses[10..], [429, 429]);
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
