@@ -210,3 +210,204 @@ pub fn timers(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
     system.shutdown_timeout(Duration::from_secs(60))?;
     Ok(())
 }
+
+/// Answers `Plain` at once, `Later` through a deferred reply that it fills when a message it
+/// sent itself arrives (the cost of deferring alone), and `Piped` through a deferred reply
+/// filled by a `pipe` continuation (the async step is an already-finished future, so what is
+/// measured is the deferral plus the trip through the async runtime: a task spawned there, the
+/// runtime's thread woken, the message back).
+struct Responder;
+impl Actor for Responder {}
+
+struct Plain(u64);
+impl Message for Plain {
+    type Reply = u64;
+}
+impl Handler<Plain> for Responder {
+    fn handle(&mut self, msg: Plain, _: &mut Context<Self>) -> u64 {
+        msg.0 + 1
+    }
+}
+
+struct Later(u64);
+impl Message for Later {
+    type Reply = u64;
+}
+impl Handler<Later> for Responder {
+    fn handle(&mut self, msg: Later, ctx: &mut Context<Self>) -> u64 {
+        let reply = ctx.reply_later::<Later>();
+        // Cannot fail: an actor's own mailbox is open while it handles a message.
+        let _ = ctx.myself().tell(Answer(msg.0 + 1, reply));
+        0
+    }
+}
+
+struct Piped(u64);
+impl Message for Piped {
+    type Reply = u64;
+}
+impl Handler<Piped> for Responder {
+    fn handle(&mut self, msg: Piped, ctx: &mut Context<Self>) -> u64 {
+        let reply = ctx.reply_later::<Piped>();
+        ctx.pipe(async move { msg.0 + 1 }, move |value| Answer(value, reply));
+        0
+    }
+}
+
+struct Answer(u64, troupe::Deferred<u64>);
+impl Message for Answer {
+    type Reply = ();
+}
+impl Handler<Answer> for Responder {
+    fn handle(&mut self, msg: Answer, _: &mut Context<Self>) {
+        let _ = msg.1.send(msg.0);
+    }
+}
+
+#[derive(Clone, Copy)]
+enum ReplyKind {
+    Plain,
+    Deferred,
+    DeferredPipe,
+}
+
+impl ReplyKind {
+    fn name(self) -> &'static str {
+        match self {
+            ReplyKind::Plain => "plain",
+            ReplyKind::Deferred => "deferred",
+            ReplyKind::DeferredPipe => "deferred-pipe",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            ReplyKind::Plain => "the handler returns the reply",
+            ReplyKind::Deferred => {
+                "the reply deferred (ctx.reply_later) and sent when a message the responder sent itself arrives"
+            }
+            ReplyKind::DeferredPipe => {
+                "the reply deferred (ctx.reply_later) and sent from a pipe continuation of a finished future"
+            }
+        }
+    }
+}
+
+/// Asks the responder `left` times in a row (each ask after the previous reply, delivered to
+/// it as a message), then reports on `done`.
+struct Asker {
+    responder: Addr<Responder>,
+    reply: ReplyKind,
+    left: u64,
+    last: u64,
+    done: Option<std::sync::mpsc::Sender<u64>>,
+}
+impl Actor for Asker {}
+
+impl Asker {
+    fn ask_next(&mut self, ctx: &mut Context<Self>) {
+        let me = ctx.myself();
+        match self.reply {
+            ReplyKind::Plain => self.responder.ask(Plain(self.last)).pipe_to(&me, Replied),
+            ReplyKind::Deferred => self.responder.ask(Later(self.last)).pipe_to(&me, Replied),
+            ReplyKind::DeferredPipe => self.responder.ask(Piped(self.last)).pipe_to(&me, Replied),
+        }
+    }
+}
+
+struct Go;
+impl Message for Go {
+    type Reply = ();
+}
+impl Handler<Go> for Asker {
+    fn handle(&mut self, _: Go, ctx: &mut Context<Self>) {
+        self.ask_next(ctx);
+    }
+}
+
+struct Replied(Result<u64, troupe::AskError>);
+impl Message for Replied {
+    type Reply = ();
+}
+impl Handler<Replied> for Asker {
+    fn handle(&mut self, msg: Replied, ctx: &mut Context<Self>) {
+        match msg.0 {
+            Ok(value) => {
+                self.last = value;
+                self.left -= 1;
+                if self.left == 0 {
+                    if let Some(done) = self.done.take() {
+                        let _ = done.send(self.last);
+                    }
+                } else {
+                    self.ask_next(ctx);
+                }
+            }
+            Err(_) => {
+                // Reported as a validation failure: the count will not match.
+                if let Some(done) = self.done.take() {
+                    let _ = done.send(0);
+                }
+            }
+        }
+    }
+}
+
+/// Ask round trips per second between two actors on the pool, each ask after the previous
+/// reply: answered at once, answered later through a deferred reply, and answered through a
+/// deferred reply filled by a `pipe` continuation. Validates that every reply came back (the chain counts up by one per ask).
+pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
+    ensure!(n >= 1, "ask needs at least 1 round trip");
+    let system = config.build()?;
+    let responder = system.spawn(Responder);
+    for reply in [
+        ReplyKind::Plain,
+        ReplyKind::Deferred,
+        ReplyKind::DeferredPipe,
+    ] {
+        let mode = reply.name();
+        let label = format!("ask {mode} {n}");
+        let [rate] = runner.measure(&label, || {
+            let (done, finished) = std::sync::mpsc::channel();
+            let asker = system.spawn(Asker {
+                responder: responder.clone(),
+                reply,
+                left: n,
+                last: 0,
+                done: Some(done),
+            });
+            let start = Instant::now();
+            asker
+                .tell(Go)
+                .map_err(|_| anyhow::anyhow!("the asker stopped"))?;
+            let last = finished
+                .recv_timeout(Duration::from_secs(600))
+                .context("the asks did not finish")?;
+            let elapsed = start.elapsed();
+            asker.stop();
+            if last != n {
+                bail!("ask validation failed: the chain reached {last}, not {n}");
+            }
+            Ok([n as f64 / elapsed.as_secs_f64()])
+        })?;
+        let params = json!({ "asks": n, "reply": mode })
+            .as_object()
+            .expect("object")
+            .clone();
+        runner.emit(&Record::new(
+            "ask",
+            "round_trips",
+            "troupe",
+            params,
+            "asks/s",
+            rate,
+            &format!(
+                "{}; actor to actor, each ask after the previous reply (pipe_to); {}",
+                config.notes(),
+                reply.describe()
+            ),
+        ))?;
+    }
+    system.shutdown_timeout(Duration::from_secs(60))?;
+    Ok(())
+}

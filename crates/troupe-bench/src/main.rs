@@ -74,6 +74,12 @@ enum Command {
         #[arg(long, default_value_t = 100_000)]
         failures: u64,
     },
+    /// Ask round trips between two actors: a plain reply, and one deferred (ctx.reply_later)
+    /// and sent from a pipe continuation.
+    Ask {
+        #[arg(long, default_value_t = 100_000)]
+        asks: u64,
+    },
     /// Timer throughput: N timers scheduled by an actor (then again, cancelling every other).
     Timers {
         #[arg(long, default_value_t = 1_000_000)]
@@ -192,6 +198,9 @@ fn main() -> Result<()> {
             &config,
             if quick { failures.min(100) } else { failures },
         ),
+        Command::Ask { asks } => {
+            features::asks(&runner, &config, if quick { asks.min(1_000) } else { asks })
+        }
         Command::Timers { timers } => features::timers(
             &runner,
             &config,
@@ -343,6 +352,7 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
     )?;
     features::restarts(runner, config, if quick { 100 } else { 100_000 })?;
     features::timers(runner, config, if quick { 1_000 } else { 1_000_000 })?;
+    features::asks(runner, config, if quick { 1_000 } else { 100_000 })?;
     spawn::run(runner, config, if quick { 1_000 } else { 1_000_000 })?;
     counter::run(
         runner,
