@@ -130,6 +130,36 @@ pub trait Handler<M: Message>: Actor {
 }
 
 /// Sent to a watcher when an actor it watches ([`Context::watch`]) stops.
+///
+/// ```
+/// use troupe::{Actor, Context, Handler, Message, StopReason, System, Terminated};
+/// struct Watcher { ended: Vec<StopReason> }
+/// impl Actor for Watcher {}
+/// impl Handler<Terminated> for Watcher {
+///     fn handle(&mut self, msg: Terminated, _: &mut Context<Self>) { self.ended.push(msg.reason) }
+/// }
+/// # struct Worker;
+/// # impl Actor for Worker {}
+/// #[derive(Message)]
+/// struct Watch(troupe::Addr<Worker>);
+/// impl Handler<Watch> for Watcher {
+///     fn handle(&mut self, msg: Watch, ctx: &mut Context<Self>) { ctx.watch(&msg.0); }
+/// }
+/// #[derive(Message)]
+/// #[reply(Vec<StopReason>)]
+/// struct Ended;
+/// impl Handler<Ended> for Watcher {
+///     fn handle(&mut self, _: Ended, _: &mut Context<Self>) -> Vec<StopReason> { self.ended.clone() }
+/// }
+/// let system = System::new();
+/// let watcher = system.spawn(Watcher { ended: Vec::new() });
+/// let worker = system.spawn(Worker);
+/// watcher.ask(Watch(worker.clone())).wait().unwrap();
+/// worker.stop();
+/// while watcher.ask(Ended).wait().unwrap().is_empty() { std::thread::yield_now() }
+/// assert_eq!(watcher.ask(Ended).wait().unwrap(), [StopReason::Normal]);
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Terminated {
     /// The actor that stopped.
@@ -143,12 +173,57 @@ impl Message for Terminated {
 }
 
 /// Identifies a watch, to cancel it with [`Context::unwatch`].
+///
+/// ```
+/// use troupe::{Actor, Addr, Context, Handler, Message, System, Terminated, WatchId};
+/// # struct Worker;
+/// # impl Actor for Worker {}
+/// struct Watcher { watch: Option<(Addr<Worker>, WatchId)> }
+/// impl Actor for Watcher {}
+/// impl Handler<Terminated> for Watcher {
+///     fn handle(&mut self, _: Terminated, _: &mut Context<Self>) {}
+/// }
+/// #[derive(Message)]
+/// struct Follow(Addr<Worker>);
+/// impl Handler<Follow> for Watcher {
+///     fn handle(&mut self, msg: Follow, ctx: &mut Context<Self>) {
+///         if let Some((old, id)) = self.watch.take() {
+///             ctx.unwatch(&old, id); // no longer interested in the previous one
+///         }
+///         let id = ctx.watch(&msg.0);
+///         self.watch = Some((msg.0, id));
+///     }
+/// }
+/// let system = System::new();
+/// let watcher = system.spawn(Watcher { watch: None });
+/// watcher.ask(Follow(system.spawn(Worker))).wait().unwrap();
+/// watcher.ask(Follow(system.spawn(Worker))).wait().unwrap();
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchId(pub(crate) u64);
 
 /// The actor's view of itself and the runtime during a turn: its own address, stopping,
 /// spawning and supervising children, watching and linking, timers, and async work. Its
 /// methods are documented with the rest of the API (`context.rs`).
+///
+/// ```
+/// use troupe::{Actor, Context, Handler, Message, System};
+/// struct Echo;
+/// impl Actor for Echo {}
+/// #[derive(Message)]
+/// #[reply(String)]
+/// struct Who;
+/// impl Handler<Who> for Echo {
+///     fn handle(&mut self, _: Who, ctx: &mut Context<Self>) -> String {
+///         format!("actor {}", ctx.id()) // the context: this actor's side of the runtime
+///     }
+/// }
+/// let system = System::new();
+/// let echo = system.spawn(Echo);
+/// assert_eq!(echo.ask(Who).wait().unwrap(), format!("actor {}", echo.id()));
+/// system.shutdown();
+/// ```
 pub struct Context<A: Actor> {
     /// The actor's own cell: set by its first turn, cleared by its last.
     pub(crate) me: Option<Arc<Cell<A>>>,
@@ -237,6 +312,26 @@ impl<A: Actor> Context<A> {
     }
 
     /// This actor's id.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// # #[derive(Message)] #[reply(troupe::ActorId)] struct WhoAmI;
+    /// impl Handler<WhoAmI> for Counter {
+    ///     fn handle(&mut self, _: WhoAmI, ctx: &mut Context<Self>) -> troupe::ActorId {
+    ///         ctx.id()
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// assert_eq!(counter.ask(WhoAmI).wait(), Ok(counter.id()));
+    /// system.shutdown();
+    /// ```
     pub fn id(&self) -> ActorId {
         self.cell().id()
     }
@@ -244,12 +339,53 @@ impl<A: Actor> Context<A> {
     /// Stops this actor after the current message: no further messages are handled. (A
     /// supervised child spawned with `Restart::Permanent` is restarted by its supervisor
     /// instead.)
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, StopReason, System};
+    /// struct OneShot;
+    /// impl Actor for OneShot {}
+    /// #[derive(Message)]
+    /// struct Fire;
+    /// impl Handler<Fire> for OneShot {
+    ///     fn handle(&mut self, _: Fire, ctx: &mut Context<Self>) {
+    ///         ctx.stop(); // done after this message
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let once = system.spawn(OneShot);
+    /// once.tell(Fire).unwrap();
+    /// assert_eq!(once.stopped().wait(), Ok(StopReason::Normal));
+    /// assert!(once.tell(Fire).is_err());
+    /// system.shutdown();
+    /// ```
     pub fn stop(&mut self) {
         self.stop_requested = true;
         self.attention = true;
     }
 
     /// Number of children currently alive (not yet reported stopped).
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Parent;
+    /// impl Actor for Parent {}
+    /// struct Child;
+    /// impl Actor for Child {}
+    /// #[derive(Message)]
+    /// #[reply(usize)]
+    /// struct Grow;
+    /// impl Handler<Grow> for Parent {
+    ///     fn handle(&mut self, _: Grow, ctx: &mut Context<Self>) -> usize {
+    ///         ctx.spawn(Child);
+    ///         ctx.children_count()
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let parent = system.spawn(Parent);
+    /// assert_eq!(parent.ask(Grow).wait(), Ok(1));
+    /// assert_eq!(parent.ask(Grow).wait(), Ok(2));
+    /// system.shutdown();
+    /// ```
     pub fn children_count(&self) -> usize {
         self.children().map_or(0, |c| c.len())
     }

@@ -19,6 +19,45 @@ use crate::timer::TimerId;
 
 /// A stream attached to an actor with [`Context::attach_stream`]; dropping it leaves the
 /// stream running.
+///
+/// ```
+/// use troupe::{Actor, Context, Handler, Message, StreamHandle, System};
+/// # struct Forever;
+/// # impl futures_core::Stream for Forever {
+/// #     type Item = u64;
+/// #     fn poll_next(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>)
+/// #         -> std::task::Poll<Option<u64>> { std::task::Poll::Ready(Some(1)) }
+/// # }
+/// struct Sink { total: u64, feed: Option<StreamHandle> }
+/// impl Actor for Sink {}
+/// #[derive(Message)]
+/// struct Tick(u64);
+/// impl Handler<Tick> for Sink {
+///     fn handle(&mut self, msg: Tick, _: &mut Context<Self>) { self.total += msg.0 }
+/// }
+/// #[derive(Message)]
+/// struct Subscribe;
+/// impl Handler<Subscribe> for Sink {
+///     fn handle(&mut self, _: Subscribe, ctx: &mut Context<Self>) {
+///         self.feed = Some(ctx.attach_stream(Forever, Tick)); // an endless stream
+///     }
+/// }
+/// #[derive(Message)]
+/// #[reply(bool)]
+/// struct Unsubscribe;
+/// impl Handler<Unsubscribe> for Sink {
+///     fn handle(&mut self, _: Unsubscribe, _: &mut Context<Self>) -> bool {
+///         let feed = self.feed.take().expect("subscribed");
+///         feed.cancel();
+///         true
+///     }
+/// }
+/// let system = System::new();
+/// let sink = system.spawn(Sink { total: 0, feed: None });
+/// sink.tell(Subscribe).unwrap();
+/// assert_eq!(sink.ask(Unsubscribe).wait(), Ok(true));
+/// system.shutdown();
+/// ```
 #[derive(Debug)]
 pub struct StreamHandle {
     task: tokio::task::AbortHandle,
@@ -26,11 +65,90 @@ pub struct StreamHandle {
 
 impl StreamHandle {
     /// Stops pulling the stream (an item being handled is still handled).
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Forever;
+    /// # impl futures_core::Stream for Forever {
+    /// #     type Item = ();
+    /// #     fn poll_next(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>)
+    /// #         -> std::task::Poll<Option<()>> { std::task::Poll::Ready(Some(())) }
+    /// # }
+    /// struct Sink { feed: Option<troupe::StreamHandle> }
+    /// impl Actor for Sink {}
+    /// #[derive(Message)]
+    /// struct Item;
+    /// impl Handler<Item> for Sink {
+    ///     fn handle(&mut self, _: Item, _: &mut Context<Self>) {}
+    /// }
+    /// #[derive(Message)]
+    /// struct Start;
+    /// impl Handler<Start> for Sink {
+    ///     fn handle(&mut self, _: Start, ctx: &mut Context<Self>) {
+    ///         self.feed = Some(ctx.attach_stream(Forever, |()| Item)); // an endless stream
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply(bool)]
+    /// struct Cancel;
+    /// impl Handler<Cancel> for Sink {
+    ///     fn handle(&mut self, _: Cancel, _: &mut Context<Self>) -> bool {
+    ///         let feed = self.feed.as_ref().expect("started");
+    ///         feed.cancel();
+    ///         feed.is_finished() // soon true: the stream stops at its next item
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let sink = system.spawn(Sink { feed: None });
+    /// sink.tell(Start).unwrap();
+    /// while !sink.ask(Cancel).wait().unwrap() { std::thread::yield_now() }
+    /// system.shutdown();
+    /// ```
     pub fn cancel(&self) {
         self.task.abort();
     }
 
     /// True once the stream has ended, been cancelled, or its actor stopped.
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, StreamHandle, System};
+    /// # struct Three(u32);
+    /// # impl futures_core::Stream for Three {
+    /// #     type Item = u32;
+    /// #     fn poll_next(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>)
+    /// #         -> std::task::Poll<Option<u32>> {
+    /// #         self.0 += 1;
+    /// #         std::task::Poll::Ready((self.0 <= 3).then_some(self.0))
+    /// #     }
+    /// # }
+    /// struct Sink { feed: Option<StreamHandle> }
+    /// impl Actor for Sink {}
+    /// #[derive(Message)]
+    /// struct Item(u32);
+    /// impl Handler<Item> for Sink {
+    ///     fn handle(&mut self, _: Item, _: &mut Context<Self>) {}
+    /// }
+    /// #[derive(Message)]
+    /// struct Start;
+    /// impl Handler<Start> for Sink {
+    ///     fn handle(&mut self, _: Start, ctx: &mut Context<Self>) {
+    ///         self.feed = Some(ctx.attach_stream(Three(0), Item));
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply(bool)]
+    /// struct Finished;
+    /// impl Handler<Finished> for Sink {
+    ///     fn handle(&mut self, _: Finished, _: &mut Context<Self>) -> bool {
+    ///         self.feed.as_ref().is_some_and(|feed| feed.is_finished())
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let sink = system.spawn(Sink { feed: None });
+    /// sink.tell(Start).unwrap();
+    /// while !sink.ask(Finished).wait().unwrap() { std::thread::yield_now() } // three items, then done
+    /// system.shutdown();
+    /// ```
     pub fn is_finished(&self) -> bool {
         self.task.is_finished()
     }
@@ -38,6 +156,30 @@ impl StreamHandle {
 
 impl<A: Actor> Context<A> {
     /// This actor's own address, to give to others or keep.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// #[derive(Message)]
+    /// struct AddTwiceLater(u64);
+    /// impl Handler<AddTwiceLater> for Counter {
+    ///     fn handle(&mut self, msg: AddTwiceLater, ctx: &mut Context<Self>) {
+    ///         let me = ctx.myself(); // an address to this very actor
+    ///         me.tell(Add(msg.0)).unwrap();
+    ///         me.tell(Add(msg.0)).unwrap();
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// counter.tell(AddTwiceLater(5)).unwrap();
+    /// while counter.ask(Get).wait().unwrap() < 10 { std::thread::yield_now() }
+    /// system.shutdown();
+    /// ```
     pub fn myself(&self) -> Addr<A> {
         Addr::from_cell(self.cell().clone())
     }
@@ -45,11 +187,64 @@ impl<A: Actor> Context<A> {
     /// Spawns a child on this actor's pool (or the system's default pool, for an actor on a
     /// thread of its own). It cannot be restarted (there is no factory to rebuild it): if it
     /// fails, it stops. Children are stopped before their parent finishes stopping.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// struct Team { members: Vec<troupe::Addr<Counter>> }
+    /// impl Actor for Team {}
+    /// #[derive(Message)]
+    /// #[reply(troupe::Addr<Counter>)]
+    /// struct Recruit;
+    /// impl Handler<Recruit> for Team {
+    ///     fn handle(&mut self, _: Recruit, ctx: &mut Context<Self>) -> troupe::Addr<Counter> {
+    ///         let member = ctx.spawn(Counter(0)); // stopped when the team stops
+    ///         self.members.push(member.clone());
+    ///         member
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let team = system.spawn(Team { members: Vec::new() });
+    /// let member = team.ask(Recruit).wait().unwrap();
+    /// team.stop();
+    /// member.stopped().wait().unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn spawn<B: Actor>(&mut self, actor: B) -> Addr<B> {
         self.spawn_with(actor, SpawnOptions::new())
     }
 
     /// Spawns a child with options (placement, bounded mailbox, name...).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::{Overflow, SpawnOptions};
+    /// struct Team;
+    /// impl Actor for Team {}
+    /// #[derive(Message)]
+    /// #[reply(troupe::Addr<Counter>)]
+    /// struct Recruit;
+    /// impl Handler<Recruit> for Team {
+    ///     fn handle(&mut self, _: Recruit, ctx: &mut Context<Self>) -> troupe::Addr<Counter> {
+    ///         ctx.spawn_with(Counter(0), SpawnOptions::new().bounded(100, Overflow::DropOldest))
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let member = system.spawn(Team).ask(Recruit).wait().unwrap();
+    /// member.tell(Add(1)).unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn spawn_with<B: Actor>(&mut self, actor: B, options: SpawnOptions) -> Addr<B> {
         self.spawn_child_inner(actor, None, options)
     }
@@ -135,6 +330,36 @@ impl<A: Actor> Context<A> {
     /// [`AskError::NoReply`](crate::AskError::NoReply) if it is dropped unsent. `M` is the
     /// message being handled. If it was told rather than asked, the reply goes nowhere
     /// ([`Deferred::is_closed`] says so). See [`Deferred`] for an example.
+    ///
+    /// ```
+    /// use troupe::{Actor, Addr, Context, Deferred, Handler, Message, System};
+    /// /// Answers a question by handing the reply handle to a helper actor.
+    /// struct Front { helper: Addr<Helper> }
+    /// impl Actor for Front {}
+    /// struct Helper;
+    /// impl Actor for Helper {}
+    /// #[derive(Message)]
+    /// #[reply(u64)]
+    /// struct Square(u64);
+    /// #[derive(Message)]
+    /// struct Work(u64, Deferred<u64>);
+    /// impl Handler<Square> for Front {
+    ///     fn handle(&mut self, msg: Square, ctx: &mut Context<Self>) -> u64 {
+    ///         let reply = ctx.reply_later::<Square>();
+    ///         self.helper.tell(Work(msg.0, reply)).ok();
+    ///         0 // ignored
+    ///     }
+    /// }
+    /// impl Handler<Work> for Helper {
+    ///     fn handle(&mut self, msg: Work, _: &mut Context<Self>) {
+    ///         let _ = msg.1.send(msg.0 * msg.0);
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let front = system.spawn(Front { helper: system.spawn(Helper) });
+    /// assert_eq!(front.ask(Square(12)).wait(), Ok(144));
+    /// system.shutdown();
+    /// ```
     pub fn reply_later<M: Message>(&mut self) -> Deferred<M::Reply> {
         let (deferred, link) = Deferred::new();
         self.rare_mut().deferral = Some(Box::new(link));
@@ -143,6 +368,33 @@ impl<A: Actor> Context<A> {
 
     /// Watches `other`: when it stops, this actor receives [`Terminated`] (at once if it has
     /// already stopped). Erlang's monitors, Akka's death watch.
+    ///
+    /// ```
+    /// use troupe::{Actor, Addr, Context, Handler, Message, StopReason, System, Terminated};
+    /// # struct Worker;
+    /// # impl Actor for Worker {}
+    /// /// Stops itself when the worker it watches stops.
+    /// struct Guard;
+    /// impl Actor for Guard {}
+    /// #[derive(Message)]
+    /// struct Watch(Addr<Worker>);
+    /// impl Handler<Watch> for Guard {
+    ///     fn handle(&mut self, msg: Watch, ctx: &mut Context<Self>) { ctx.watch(&msg.0); }
+    /// }
+    /// impl Handler<Terminated> for Guard {
+    ///     fn handle(&mut self, msg: Terminated, ctx: &mut Context<Self>) {
+    ///         assert_eq!(msg.reason, StopReason::Normal);
+    ///         ctx.stop();
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let worker = system.spawn(Worker);
+    /// let guard = system.spawn(Guard);
+    /// guard.ask(Watch(worker.clone())).wait().unwrap();
+    /// worker.stop();
+    /// assert_eq!(guard.stopped().wait(), Ok(StopReason::Normal));
+    /// system.shutdown();
+    /// ```
     pub fn watch<B: Actor>(&mut self, other: &Addr<B>) -> WatchId
     where
         A: Handler<Terminated>,
@@ -165,6 +417,39 @@ impl<A: Actor> Context<A> {
     }
 
     /// Stops watching (no `Terminated` will come from this watch).
+    ///
+    /// ```
+    /// use troupe::{Actor, Addr, Context, Handler, Message, System, Terminated};
+    /// # struct Worker;
+    /// # impl Actor for Worker {}
+    /// struct Guard { told: u32 }
+    /// impl Actor for Guard {}
+    /// impl Handler<Terminated> for Guard {
+    ///     fn handle(&mut self, _: Terminated, _: &mut Context<Self>) { self.told += 1 }
+    /// }
+    /// #[derive(Message)]
+    /// struct WatchBriefly(Addr<Worker>);
+    /// impl Handler<WatchBriefly> for Guard {
+    ///     fn handle(&mut self, msg: WatchBriefly, ctx: &mut Context<Self>) {
+    ///         let watch = ctx.watch(&msg.0);
+    ///         ctx.unwatch(&msg.0, watch);
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply(u32)]
+    /// struct Told;
+    /// impl Handler<Told> for Guard {
+    ///     fn handle(&mut self, _: Told, _: &mut Context<Self>) -> u32 { self.told }
+    /// }
+    /// let system = System::new();
+    /// let worker = system.spawn(Worker);
+    /// let guard = system.spawn(Guard { told: 0 });
+    /// guard.ask(WatchBriefly(worker.clone())).wait().unwrap();
+    /// worker.stop();
+    /// worker.stopped().wait().unwrap();
+    /// assert_eq!(guard.ask(Told).wait(), Ok(0)); // unwatched: no Terminated
+    /// system.shutdown();
+    /// ```
     pub fn unwatch<B: Actor>(&mut self, other: &Addr<B>, watch: WatchId) {
         other
             .erased()
@@ -178,6 +463,30 @@ impl<A: Actor> Context<A> {
     /// [`StopReason::Failed`]), the other fails too, with `Failure::LinkFailed`, and its own
     /// supervisor decides. A normal stop does not propagate. (To be told instead of failing,
     /// use [`watch`](Context::watch).)
+    ///
+    /// ```
+    /// use troupe::{Actor, Addr, Context, Failure, Handler, Message, StopReason, System};
+    /// struct Partner;
+    /// impl Actor for Partner {}
+    /// #[derive(Message)]
+    /// struct LinkTo(Addr<Partner>);
+    /// impl Handler<LinkTo> for Partner {
+    ///     fn handle(&mut self, msg: LinkTo, ctx: &mut Context<Self>) { ctx.link(&msg.0) }
+    /// }
+    /// #[derive(Message)]
+    /// struct Crash;
+    /// impl Handler<Crash> for Partner {
+    ///     fn handle(&mut self, _: Crash, _: &mut Context<Self>) { panic!("crash") }
+    /// }
+    /// let system = System::new();
+    /// let a = system.spawn(Partner);
+    /// let b = system.spawn(Partner);
+    /// a.ask(LinkTo(b.clone())).wait().unwrap();
+    /// b.tell(Crash).unwrap();
+    /// // `a` fails with `b`.
+    /// assert_eq!(a.stopped().wait(), Ok(StopReason::Failed(Failure::LinkFailed(b.id()))));
+    /// system.shutdown();
+    /// ```
     pub fn link<B: Actor>(&mut self, other: &Addr<B>) {
         let me = self.myself().into_erased();
         let them = other.erased();
@@ -198,6 +507,33 @@ impl<A: Actor> Context<A> {
     }
 
     /// Removes a link made with [`link`](Context::link).
+    ///
+    /// ```
+    /// use troupe::{Actor, Addr, Context, Handler, Message, System};
+    /// struct Partner;
+    /// impl Actor for Partner {}
+    /// #[derive(Message)]
+    /// struct LinkBriefly(Addr<Partner>);
+    /// impl Handler<LinkBriefly> for Partner {
+    ///     fn handle(&mut self, msg: LinkBriefly, ctx: &mut Context<Self>) {
+    ///         ctx.link(&msg.0);
+    ///         ctx.unlink(&msg.0);
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// struct Crash;
+    /// impl Handler<Crash> for Partner {
+    ///     fn handle(&mut self, _: Crash, _: &mut Context<Self>) { panic!("crash") }
+    /// }
+    /// let system = System::new();
+    /// let a = system.spawn(Partner);
+    /// let b = system.spawn(Partner);
+    /// a.ask(LinkBriefly(b.clone())).wait().unwrap();
+    /// b.tell(Crash).unwrap();
+    /// b.stopped().wait().unwrap();
+    /// assert!(!a.is_stopped()); // unlinked: `a` lives on
+    /// system.shutdown();
+    /// ```
     pub fn unlink<B: Actor>(&mut self, other: &Addr<B>) {
         let my_id = self.id();
         let them = other.erased();
@@ -211,22 +547,114 @@ impl<A: Actor> Context<A> {
     }
 
     /// Registers this actor under `name` in the system's registry (released when it stops).
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, System};
+    /// struct Clock;
+    /// impl Actor for Clock {
+    ///     fn started(&mut self, ctx: &mut Context<Self>) {
+    ///         ctx.register("clock").expect("the name is free");
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let clock = system.spawn(Clock);
+    /// while system.lookup::<Clock>("clock").is_none() { std::thread::yield_now() }
+    /// assert_eq!(system.find::<Clock>("clock"), Ok(clock));
+    /// system.shutdown();
+    /// ```
     pub fn register(&mut self, name: &str) -> Result<(), crate::RegistryError> {
         spawn::register(&self.cell().shared.system, name, &self.myself())
     }
 
     /// Looks up an actor of type `B` registered under `name`.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// struct Client;
+    /// impl Actor for Client {}
+    /// #[derive(Message)]
+    /// #[reply(bool)]
+    /// struct Report(u64);
+    /// impl Handler<Report> for Client {
+    ///     fn handle(&mut self, msg: Report, ctx: &mut Context<Self>) -> bool {
+    ///         match ctx.lookup::<Counter>("stats") {
+    ///             Some(stats) => stats.tell(Add(msg.0)).is_ok(),
+    ///             None => false,
+    ///         }
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let client = system.spawn(Client);
+    /// assert_eq!(client.ask(Report(1)).wait(), Ok(false));
+    /// system.spawn_named("stats", troupe::SpawnOptions::new(), || Counter(0)).unwrap();
+    /// assert_eq!(client.ask(Report(1)).wait(), Ok(true));
+    /// system.shutdown();
+    /// ```
     pub fn lookup<B: Actor>(&self, name: &str) -> Option<Addr<B>> {
         spawn::find(&self.cell().shared.system, name).ok()
     }
 
     /// The actor of type `B` registered under `name`, or why there is none.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::RegistryError;
+    /// struct Client;
+    /// impl Actor for Client {}
+    /// #[derive(Message)]
+    /// #[reply(Result<(), RegistryError>)]
+    /// struct Report(u64);
+    /// impl Handler<Report> for Client {
+    ///     fn handle(&mut self, msg: Report, ctx: &mut Context<Self>) -> Result<(), RegistryError> {
+    ///         let stats = ctx.find::<Counter>("stats")?;
+    ///         let _ = stats.tell(Add(msg.0));
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let client = system.spawn(Client);
+    /// assert_eq!(client.ask(Report(1)).wait(), Ok(Err(RegistryError::NotFound("stats".into()))));
+    /// system.shutdown();
+    /// ```
     pub fn find<B: Actor>(&self, name: &str) -> Result<Addr<B>, crate::RegistryError> {
         spawn::find(&self.cell().shared.system, name)
     }
 
     /// Sends `msg` to this actor after `delay` (unless cancelled with
     /// [`cancel_timer`](Context::cancel_timer)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, Context, Handler, Message, StopReason, System};
+    /// /// Stops itself 20 ms after it starts.
+    /// struct Lease;
+    /// impl Actor for Lease {
+    ///     fn started(&mut self, ctx: &mut Context<Self>) {
+    ///         ctx.send_after(Duration::from_millis(20), Expire);
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// struct Expire;
+    /// impl Handler<Expire> for Lease {
+    ///     fn handle(&mut self, _: Expire, ctx: &mut Context<Self>) { ctx.stop() }
+    /// }
+    /// let system = System::new();
+    /// let lease = system.spawn(Lease);
+    /// assert_eq!(lease.stopped().wait(), Ok(StopReason::Normal));
+    /// system.shutdown();
+    /// ```
     pub fn send_after<M>(&mut self, delay: Duration, msg: M) -> TimerId
     where
         A: Handler<M>,
@@ -243,6 +671,32 @@ impl<A: Actor> Context<A> {
 
     /// Sends a message built by `make` to this actor every `period`, the first after one
     /// period, until cancelled or until this actor stops.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// /// Counts ticks every 5 ms, and stops after 3.
+    /// struct Metronome { ticks: u32 }
+    /// impl Actor for Metronome {
+    ///     fn started(&mut self, ctx: &mut Context<Self>) {
+    ///         ctx.send_interval(Duration::from_millis(5), || Tick);
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// struct Tick;
+    /// impl Handler<Tick> for Metronome {
+    ///     fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
+    ///         self.ticks += 1;
+    ///         if self.ticks == 3 {
+    ///             ctx.stop(); // its interval ends with it
+    ///         }
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let metronome = system.spawn(Metronome { ticks: 0 });
+    /// metronome.stopped().wait().unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn send_interval<M>(
         &mut self,
         period: Duration,
@@ -262,6 +716,30 @@ impl<A: Actor> Context<A> {
 
     /// Cancels a timer; true if it had not fired (or, for an interval, had not been
     /// cancelled yet).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Alarm;
+    /// impl Actor for Alarm {}
+    /// #[derive(Message)]
+    /// struct Ring;
+    /// impl Handler<Ring> for Alarm {
+    ///     fn handle(&mut self, _: Ring, _: &mut Context<Self>) { unreachable!("cancelled") }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply((bool, bool))]
+    /// struct SetAndCancel;
+    /// impl Handler<SetAndCancel> for Alarm {
+    ///     fn handle(&mut self, _: SetAndCancel, ctx: &mut Context<Self>) -> (bool, bool) {
+    ///         let timer = ctx.send_after(Duration::from_secs(60), Ring);
+    ///         (ctx.cancel_timer(timer), ctx.cancel_timer(timer)) // the second finds nothing
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// assert_eq!(system.spawn(Alarm).ask(SetAndCancel).wait(), Ok((true, false)));
+    /// system.shutdown();
+    /// ```
     pub fn cancel_timer(&mut self, timer: TimerId) -> bool {
         self.cell().shared.system.timers().cancel(timer)
     }
@@ -271,6 +749,43 @@ impl<A: Actor> Context<A> {
     /// (Akka's `pipeTo`). Use it for I/O and anything that waits. The future runs on tokio:
     /// create tokio resources (sleeps, sockets) inside an `async` block, so that they are made
     /// on the runtime rather than on the worker thread running this handler.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Fetcher { pages: Vec<String> }
+    /// impl Actor for Fetcher {}
+    /// #[derive(Message)]
+    /// struct Fetch(&'static str);
+    /// #[derive(Message)]
+    /// struct Fetched(String);
+    /// impl Handler<Fetch> for Fetcher {
+    ///     fn handle(&mut self, msg: Fetch, ctx: &mut Context<Self>) {
+    ///         ctx.pipe(
+    ///             async move {
+    ///                 tokio::time::sleep(Duration::from_millis(5)).await; // an HTTP call, say
+    ///                 format!("<html>{}</html>", msg.0)
+    ///             },
+    ///             Fetched,
+    ///         );
+    ///     }
+    /// }
+    /// impl Handler<Fetched> for Fetcher {
+    ///     fn handle(&mut self, msg: Fetched, _: &mut Context<Self>) { self.pages.push(msg.0) }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply(usize)]
+    /// struct Count;
+    /// impl Handler<Count> for Fetcher {
+    ///     fn handle(&mut self, _: Count, _: &mut Context<Self>) -> usize { self.pages.len() }
+    /// }
+    /// let system = System::new();
+    /// let fetcher = system.spawn(Fetcher { pages: Vec::new() });
+    /// fetcher.tell(Fetch("a")).unwrap();
+    /// fetcher.tell(Fetch("b")).unwrap();
+    /// while fetcher.ask(Count).wait().unwrap() < 2 { std::thread::sleep(Duration::from_millis(1)) }
+    /// system.shutdown();
+    /// ```
     pub fn pipe<F, M>(&mut self, future: F, map: impl FnOnce(F::Output) -> M + Send + 'static)
     where
         F: Future + Send + 'static,
@@ -361,6 +876,40 @@ impl<A: Actor> Context<A> {
     /// The worker thread is not blocked meanwhile. Use it when the next message must see the
     /// result (a read-modify-write against a store, say); otherwise prefer
     /// [`pipe`](Context::pipe). Stopping the actor meanwhile drops `then`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// /// Reads a balance from a slow store, then writes it back, one request at a time.
+    /// struct Account { balance: i64 }
+    /// impl Actor for Account {}
+    /// #[derive(Message)]
+    /// struct Deposit(i64);
+    /// impl Handler<Deposit> for Account {
+    ///     fn handle(&mut self, msg: Deposit, ctx: &mut Context<Self>) {
+    ///         let read = self.balance;
+    ///         let write = async move {
+    ///             tokio::time::sleep(Duration::from_millis(2)).await; // the store's round trip
+    ///             read + msg.0
+    ///         };
+    ///         // No other Deposit runs until this one has written: no lost update.
+    ///         ctx.await_then(write, |account, _ctx, written| account.balance = written);
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply(i64)]
+    /// struct Balance;
+    /// impl Handler<Balance> for Account {
+    ///     fn handle(&mut self, _: Balance, _: &mut Context<Self>) -> i64 { self.balance }
+    /// }
+    /// let system = System::new();
+    /// let account = system.spawn(Account { balance: 0 });
+    /// for _ in 0..10 {
+    ///     account.tell(Deposit(5)).unwrap();
+    /// }
+    /// assert_eq!(account.ask(Balance).wait(), Ok(50));
+    /// system.shutdown();
+    /// ```
     pub fn await_then<F>(
         &mut self,
         future: F,
