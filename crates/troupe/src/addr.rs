@@ -17,6 +17,23 @@ use crate::reply::{self, Ask, DeferredLink, ReplySender};
 ///
 /// Messages from one sender to one actor arrive in the order they were sent. An address stays
 /// valid after the actor stops: sends then fail with a typed error that returns the message.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// let system = System::new();
+/// let counter = system.spawn(Counter(0));
+/// let copy = counter.clone(); // the same actor
+/// std::thread::spawn(move || copy.tell(Add(2)).unwrap()).join().unwrap();
+/// counter.tell(Add(3)).unwrap();
+/// assert_eq!(counter.ask(Get).wait(), Ok(5));
+/// system.shutdown();
+/// ```
 pub struct Addr<A: Actor> {
     cell: Arc<ActorCell<A>>,
 }
@@ -293,6 +310,29 @@ impl<A: Actor> Addr<A> {
     /// come within `timeout`, however it is awaited (`.await`, `wait`, `pipe_to`). The timeout
     /// runs on the system's timer wheel, and is cancelled as soon as the reply comes (or the
     /// `Ask` is dropped), so an answered ask holds nothing until its deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, AskError, Context, Handler, Message, System};
+    /// struct Sleepy;
+    /// impl Actor for Sleepy {}
+    /// #[derive(Message)]
+    /// #[reply(&'static str)]
+    /// struct Nap(Duration);
+    /// impl Handler<Nap> for Sleepy {
+    ///     fn handle(&mut self, msg: Nap, _: &mut Context<Self>) -> &'static str {
+    ///         std::thread::sleep(msg.0);
+    ///         "awake"
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let sleepy = system.spawn(Sleepy);
+    /// let quick = sleepy.ask_timeout(Nap(Duration::ZERO), Duration::from_secs(5));
+    /// assert_eq!(quick.wait(), Ok("awake"));
+    /// let slow = sleepy.ask_timeout(Nap(Duration::from_millis(200)), Duration::from_millis(10));
+    /// assert_eq!(slow.wait(), Err(AskError::Timeout(Duration::from_millis(10))));
+    /// system.shutdown();
+    /// ```
     pub fn ask_timeout<M>(&self, msg: M, timeout: std::time::Duration) -> Ask<M::Reply>
     where
         A: Handler<M>,
@@ -304,16 +344,68 @@ impl<A: Actor> Addr<A> {
 
     /// Asks this actor to stop: it finishes the message in hand, runs `stopping`, stops its
     /// children, runs `stopped`. Messages still in its mailbox are dropped. Idempotent.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::{AskError, StopReason};
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// counter.stop();
+    /// assert_eq!(counter.stopped().wait(), Ok(StopReason::Normal));
+    /// assert_eq!(counter.ask(Get).wait(), Err(AskError::Stopped));
+    /// system.shutdown();
+    /// ```
     pub fn stop(&self) {
         self.cell.signal(crate::signal::Signal::Stop);
     }
 
     /// True once the actor has begun stopping and accepts no more messages.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// assert!(!counter.is_stopped());
+    /// counter.stop();
+    /// counter.stopped().wait().unwrap();
+    /// assert!(counter.is_stopped());
+    /// system.shutdown();
+    /// ```
     pub fn is_stopped(&self) -> bool {
         self.cell.is_closed()
     }
 
     /// Messages waiting in the actor's mailbox (approximate; for monitoring).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// counter.tell(Add(1)).unwrap();
+    /// let waiting = counter.mailbox_len(); // 0 or 1: the actor may already have taken it
+    /// assert!(waiting <= 1);
+    /// counter.ask(Get).wait().unwrap();
+    /// assert_eq!(counter.mailbox_len(), 0);
+    /// system.shutdown();
+    /// ```
     pub fn mailbox_len(&self) -> usize {
         match self.cell.shared.bound() {
             Some(bound) => bound.len(),
@@ -323,11 +415,46 @@ impl<A: Actor> Addr<A> {
 
     /// The actor's counters: messages processed, mailbox depth, restarts, refused and dropped
     /// messages, time in handlers (if spawned with `SpawnOptions::measure_time`).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// for _ in 0..10 {
+    ///     counter.tell(Add(1)).unwrap();
+    /// }
+    /// counter.ask(Get).wait().unwrap();
+    /// let metrics = counter.metrics();
+    /// assert!(metrics.processed >= 10); // counted at the end of each turn
+    /// assert_eq!((metrics.restarts, metrics.dropped, metrics.stopped), (0, 0, false));
+    /// system.shutdown();
+    /// ```
     pub fn metrics(&self) -> crate::ActorMetrics {
         crate::metrics::actor_metrics(&self.cell)
     }
 
     /// The actor's unique id within its process.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// println!("counter is actor {}", counter.id()); // for logs
+    /// assert_eq!(counter.clone().id(), counter.id());
+    /// system.shutdown();
+    /// ```
     pub fn id(&self) -> ActorId {
         self.cell.id()
     }
@@ -360,6 +487,23 @@ impl<A: Actor> Addr<A> {
 
     /// A handle to this actor typed by the message it takes, not by the actor: to give a
     /// reply-to address, or keep actors of different types that handle `M` together.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::Recipient;
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// let adder: Recipient<Add> = counter.recipient(); // knows only that it takes `Add`
+    /// adder.tell(Add(7)).unwrap();
+    /// assert_eq!(counter.ask(Get).wait(), Ok(7));
+    /// system.shutdown();
+    /// ```
     pub fn recipient<M>(&self) -> Recipient<M>
     where
         A: Handler<M>,
@@ -449,21 +593,85 @@ impl<M: Message> fmt::Debug for Recipient<M> {
 
 impl<M: Message> Recipient<M> {
     /// Sends a message without waiting (see [`Addr::tell`]).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// let adder: troupe::Recipient<Add> = counter.recipient();
+    /// adder.tell(Add(1)).unwrap();
+    /// counter.stop();
+    /// counter.stopped().wait().unwrap();
+    /// assert_eq!(adder.tell(Add(2)).unwrap_err().into_inner().0, 2); // handed back
+    /// system.shutdown();
+    /// ```
     pub fn tell(&self, msg: M) -> Result<(), SendError<M>> {
         self.target.tell(msg)
     }
 
     /// Sends a request (see [`Addr::ask`]).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let getter: troupe::Recipient<Get> = system.spawn(Counter(41)).recipient();
+    /// assert_eq!(getter.ask(Get).wait(), Ok(41));
+    /// system.shutdown();
+    /// ```
     pub fn ask(&self, msg: M) -> Ask<M::Reply> {
         self.target.ask(msg)
     }
 
     /// The actor's id.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// let adder: troupe::Recipient<Add> = counter.recipient();
+    /// assert_eq!(adder.id(), counter.id());
+    /// system.shutdown();
+    /// ```
     pub fn id(&self) -> ActorId {
         self.target.id()
     }
 
     /// True once the actor has begun stopping.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// let adder: troupe::Recipient<Add> = counter.recipient();
+    /// counter.stop();
+    /// counter.stopped().wait().unwrap();
+    /// assert!(adder.is_stopped());
+    /// system.shutdown();
+    /// ```
     pub fn is_stopped(&self) -> bool {
         self.target.is_stopped()
     }

@@ -5,6 +5,26 @@ use std::time::Duration;
 
 /// A message was not delivered. The message is handed back, untouched, so nothing is lost:
 /// retry later or elsewhere, or drop it knowingly.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// use troupe::SendError;
+/// let system = System::new();
+/// let counter = system.spawn(Counter(0));
+/// counter.stop();
+/// counter.stopped().wait().unwrap();
+/// match counter.tell(Add(5)) {
+///     Err(SendError::Stopped(Add(n))) => assert_eq!(n, 5), // the message, back
+///     other => panic!("{other:?}"),
+/// }
+/// system.shutdown();
+/// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
 pub enum SendError<M> {
     /// The actor has stopped.
@@ -16,6 +36,23 @@ pub enum SendError<M> {
 
 impl<M> SendError<M> {
     /// Takes the undelivered message back.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// counter.stop();
+    /// counter.stopped().wait().unwrap();
+    /// let Add(n) = counter.tell(Add(5)).unwrap_err().into_inner();
+    /// assert_eq!(n, 5);
+    /// system.shutdown();
+    /// ```
     pub fn into_inner(self) -> M {
         match self {
             SendError::Stopped(m) | SendError::Full(m) => m,
@@ -23,6 +60,24 @@ impl<M> SendError<M> {
     }
 
     /// True if the actor has stopped (as opposed to being momentarily full).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::{Overflow, SpawnOptions};
+    /// let system = System::new();
+    /// let counter = system.spawn_with(Counter(0), SpawnOptions::new().bounded(1, Overflow::Fail));
+    /// let refused = (0..1000).filter_map(|_| counter.tell(Add(1)).err()).next();
+    /// if let Some(error) = refused {
+    ///     assert!(!error.is_stopped()); // full, not stopped: worth retrying
+    /// }
+    /// system.shutdown();
+    /// ```
     pub fn is_stopped(&self) -> bool {
         matches!(self, SendError::Stopped(_))
     }
@@ -53,6 +108,28 @@ impl<M> fmt::Display for SendError<M> {
 impl<M> std::error::Error for SendError<M> {}
 
 /// Why an `ask` produced no reply.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// use std::time::Duration;
+/// use troupe::AskError;
+/// let system = System::new();
+/// let counter = system.spawn(Counter(0));
+/// let status = match counter.ask_timeout(Get, Duration::from_secs(1)).wait() {
+///     Ok(_) => 200,
+///     Err(AskError::Timeout(_)) => 504,
+///     Err(AskError::MailboxFull | AskError::Dropped) => 503,
+///     Err(_) => 500, // stopped, panicked, no reply; more may come (non-exhaustive)
+/// };
+/// assert_eq!(status, 200);
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AskError {
@@ -81,6 +158,28 @@ pub enum AskError {
 }
 
 /// `System::shutdown_timeout` did not see every actor stop.
+///
+/// ```
+/// use std::time::Duration;
+/// use troupe::{Actor, Context, Handler, Message, ShutdownError, System};
+/// struct Stuck;
+/// impl Actor for Stuck {}
+/// #[derive(Message)]
+/// struct Block;
+/// impl Handler<Block> for Stuck {
+///     fn handle(&mut self, _: Block, _: &mut Context<Self>) {
+///         std::thread::sleep(Duration::from_millis(300)); // a handler that will not stop soon
+///     }
+/// }
+/// let system = System::new();
+/// system.spawn(Stuck).tell(Block).unwrap();
+/// std::thread::sleep(Duration::from_millis(20));
+/// match system.shutdown_timeout(Duration::from_millis(10)) {
+///     Err(ShutdownError::Timeout { remaining, .. }) => assert_eq!(remaining, 1),
+///     other => panic!("{other:?}"),
+/// }
+/// system.shutdown(); // waits for the rest
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ShutdownError {
@@ -102,6 +201,14 @@ pub enum ShutdownError {
 }
 
 /// A system could not be built as configured.
+///
+/// ```
+/// use troupe::{BuildError, System};
+/// match System::builder().workers(0).build() {
+///     Err(BuildError::Config(why)) => assert!(why.contains("worker"), "{why}"),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {

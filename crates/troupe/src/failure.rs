@@ -6,6 +6,30 @@ use std::fmt;
 use crate::id::ActorId;
 
 /// Why an actor failed.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// use troupe::{Failure, SpawnOptions, StopReason};
+/// #[derive(Message)]
+/// struct Crash;
+/// impl Handler<Crash> for Counter {
+///     fn handle(&mut self, _: Crash, _: &mut Context<Self>) { panic!("out of range") }
+/// }
+/// let system = System::new();
+/// let counter = system.spawn(Counter(0));
+/// counter.tell(Crash).unwrap();
+/// assert_eq!(
+///     counter.stopped().wait(),
+///     Ok(StopReason::Failed(Failure::Panicked("out of range".into())))
+/// );
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Failure {
@@ -53,6 +77,24 @@ impl Failure {
 }
 
 /// How an actor ended.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// use troupe::StopReason;
+/// let system = System::new();
+/// let counter = system.spawn(Counter(0));
+/// counter.stop();
+/// let reason = counter.stopped().wait().unwrap();
+/// assert_eq!(reason, StopReason::Normal);
+/// assert_eq!(reason.to_string(), "stopped normally");
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
     /// It stopped normally: `ctx.stop()`, `addr.stop()`, its parent stopping, or shutdown.

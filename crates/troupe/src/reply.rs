@@ -271,6 +271,39 @@ impl<R: Send + 'static> Deferred<R> {
 
     /// Sends the reply to the asker. Gives the value back if nobody will take it (the asker
     /// gave up or timed out, or the message was told rather than asked).
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Deferred, Handler, Message, System};
+    /// struct Later { pending: Vec<Deferred<u32>> }
+    /// impl Actor for Later {}
+    /// #[derive(Message)]
+    /// #[reply(u32)]
+    /// struct Question;
+    /// impl Handler<Question> for Later {
+    ///     fn handle(&mut self, _: Question, ctx: &mut Context<Self>) -> u32 {
+    ///         self.pending.push(ctx.reply_later::<Question>());
+    ///         0
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply(usize)]
+    /// struct AnswerAll(u32);
+    /// impl Handler<AnswerAll> for Later {
+    ///     fn handle(&mut self, msg: AnswerAll, _: &mut Context<Self>) -> usize {
+    ///         // Each send hands the value back if its asker has gone.
+    ///         self.pending.drain(..).map(|reply| reply.send(msg.0)).filter(Result::is_ok).count()
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let later = system.spawn(Later { pending: Vec::new() });
+    /// let first = later.ask(Question);
+    /// let second = later.ask(Question);
+    /// drop(second); // this asker gives up
+    /// while later.metrics().processed < 2 { std::thread::yield_now() }
+    /// assert_eq!(later.ask(AnswerAll(42)).wait(), Ok(1));
+    /// assert_eq!(first.wait(), Ok(42));
+    /// system.shutdown();
+    /// ```
     pub fn send(mut self, reply: R) -> Result<(), R> {
         self.sent = true;
         let mut link = lock_link(&self.link);
@@ -296,6 +329,34 @@ impl<R: Send + 'static> Deferred<R> {
 
     /// True if nobody will take the reply: the asker dropped its `Ask` or timed out, or the
     /// message was told. A long operation can check it and give up early.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, AskError, Context, Deferred, Handler, Message, System};
+    /// struct Slow { pending: Option<Deferred<()>> }
+    /// impl Actor for Slow {}
+    /// #[derive(Message)]
+    /// struct Job;
+    /// impl Handler<Job> for Slow {
+    ///     fn handle(&mut self, _: Job, ctx: &mut Context<Self>) {
+    ///         self.pending = Some(ctx.reply_later::<Job>());
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply(bool)]
+    /// struct StillWanted;
+    /// impl Handler<StillWanted> for Slow {
+    ///     fn handle(&mut self, _: StillWanted, _: &mut Context<Self>) -> bool {
+    ///         self.pending.as_ref().is_some_and(|reply| !reply.is_closed())
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let slow = system.spawn(Slow { pending: None });
+    /// let job = slow.ask_timeout(Job, Duration::from_millis(10));
+    /// assert_eq!(job.wait(), Err(AskError::Timeout(Duration::from_millis(10))));
+    /// assert_eq!(slow.ask(StillWanted).wait(), Ok(false)); // the asker gave up: stop working
+    /// system.shutdown();
+    /// ```
     pub fn is_closed(&self) -> bool {
         match &*lock_link(&self.link) {
             Link::Pending { .. } => false,
@@ -372,6 +433,24 @@ fn lock_link<R>(link: &Mutex<Link<R>>) -> MutexGuard<'_, Link<R>> {
 /// Await it, block on it from a thread ([`wait`](Ask::wait), [`wait_timeout`](Ask::wait_timeout)),
 /// or have it delivered to an actor as a message ([`pipe_to`](Ask::pipe_to)). Dropping it
 /// abandons the reply (the request is still handled; its reply is dropped).
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// let system = System::new();
+/// let counter = system.spawn(Counter(3));
+/// // From a plain thread:
+/// assert_eq!(counter.ask(Get).wait(), Ok(3));
+/// // From async code:
+/// let reply = system.block_on(async { counter.ask(Get).await });
+/// assert_eq!(reply, Ok(3));
+/// system.shutdown();
+/// ```
 #[must_use = "an ask does nothing useful unless its reply is awaited, waited for or piped"]
 pub struct Ask<R> {
     /// `None` once the result has been taken or handed to a forward.
@@ -454,6 +533,22 @@ impl<R> Ask<R> {
     /// [`pipe_to`](Ask::pipe_to), `Context::await_then`, or place the actor on its own thread
     /// (`Placement::Thread`) or on the `blocking` pool. Also if an actor on its own thread
     /// waits for a reply from itself.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// counter.tell(Add(2)).unwrap();
+    /// let total = counter.ask(Get).wait().expect("the counter is running");
+    /// assert_eq!(total, 2);
+    /// system.shutdown();
+    /// ```
     pub fn wait(mut self) -> Result<R, AskError> {
         self.check_may_block();
         let slot = self.take_slot();
@@ -479,6 +574,21 @@ impl<R> Ask<R> {
     ///
     /// # Panics
     /// As [`wait`](Ask::wait).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use std::time::Duration;
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(9));
+    /// assert_eq!(counter.ask(Get).wait_timeout(Duration::from_secs(5)), Ok(9));
+    /// system.shutdown();
+    /// ```
     pub fn wait_timeout(mut self, timeout: Duration) -> Result<R, AskError> {
         self.check_may_block();
         let deadline = Instant::now() + timeout;
