@@ -46,17 +46,74 @@ use crate::supervision::{Intensity, Restart, SupervisorStrategy};
 /// ```
 pub trait Actor: Sized + Send + 'static {
     /// Runs once, before the first message is handled.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Poller;
+    /// impl Actor for Poller {
+    ///     fn started(&mut self, ctx: &mut Context<Self>) {
+    ///         ctx.send_interval(Duration::from_secs(1), || Poll); // set up before the first message
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// struct Poll;
+    /// impl Handler<Poll> for Poller {
+    ///     fn handle(&mut self, _: Poll, _: &mut Context<Self>) {}
+    /// }
+    /// let system = System::new();
+    /// system.spawn(Poller);
+    /// system.shutdown();
+    /// ```
     fn started(&mut self, ctx: &mut Context<Self>) {
         let _ = ctx;
     }
 
-    /// Runs once when the actor begins to stop (by [`Context::stop`], [`Addr::stop`], its
+    /// Runs once when the actor begins to stop (by [`Context::stop`], [`Addr::stop`](crate::Addr::stop), its
     /// parent stopping, its supervisor, or system shutdown).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use troupe::{Actor, Context, System};
+    /// struct Connection { log: Arc<Mutex<Vec<&'static str>>> }
+    /// impl Actor for Connection {
+    ///     fn stopping(&mut self, _: &mut Context<Self>) {
+    ///         self.log.lock().unwrap().push("saying goodbye"); // children still running here
+    ///     }
+    ///     fn stopped(&mut self, _: &mut Context<Self>) {
+    ///         self.log.lock().unwrap().push("closed"); // every child has stopped
+    ///     }
+    /// }
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let system = System::new();
+    /// let connection = system.spawn(Connection { log: log.clone() });
+    /// connection.stop();
+    /// connection.stopped().wait().unwrap();
+    /// assert_eq!(*log.lock().unwrap(), ["saying goodbye", "closed"]);
+    /// system.shutdown();
+    /// ```
     fn stopping(&mut self, ctx: &mut Context<Self>) {
         let _ = ctx;
     }
 
     /// Runs once after all children have stopped; the actor is dropped right after.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use troupe::{Actor, Context, System};
+    /// struct TempFile { removed: Arc<AtomicBool> }
+    /// impl Actor for TempFile {
+    ///     fn stopped(&mut self, _: &mut Context<Self>) {
+    ///         self.removed.store(true, Ordering::SeqCst); // release what it held
+    ///     }
+    /// }
+    /// let removed = Arc::new(AtomicBool::new(false));
+    /// let system = System::new();
+    /// system.spawn(TempFile { removed: removed.clone() });
+    /// system.shutdown();
+    /// assert!(removed.load(Ordering::SeqCst));
+    /// ```
     fn stopped(&mut self, ctx: &mut Context<Self>) {
         let _ = ctx;
     }
@@ -64,6 +121,34 @@ pub trait Actor: Sized + Send + 'static {
     /// Runs on a new instance built by the supervisor, in place of `started`; `reason` is the
     /// failure that caused the restart (`None` when a sibling's failure or a permanent child's
     /// own stop caused it). By default it calls `started`.
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Failure, Handler, Message, SpawnOptions, System};
+    /// struct Flaky { restarted_after: Option<String> }
+    /// impl Actor for Flaky {
+    ///     fn restarted(&mut self, _: &mut Context<Self>, reason: Option<&Failure>) {
+    ///         self.restarted_after = reason.map(|failure| failure.to_string());
+    ///     }
+    /// }
+    /// #[derive(Message)]
+    /// struct Crash;
+    /// impl Handler<Crash> for Flaky {
+    ///     fn handle(&mut self, _: Crash, _: &mut Context<Self>) { panic!("boom") }
+    /// }
+    /// #[derive(Message)]
+    /// #[reply(Option<String>)]
+    /// struct Why;
+    /// impl Handler<Why> for Flaky {
+    ///     fn handle(&mut self, _: Why, _: &mut Context<Self>) -> Option<String> {
+    ///         self.restarted_after.clone()
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let flaky = system.spawn_supervised(|| Flaky { restarted_after: None }, SpawnOptions::new());
+    /// flaky.tell(Crash).unwrap();
+    /// assert_eq!(flaky.ask(Why).wait(), Ok(Some("handler panicked: boom".to_string())));
+    /// system.shutdown();
+    /// ```
     fn restarted(&mut self, ctx: &mut Context<Self>, reason: Option<&Failure>) {
         let _ = reason;
         self.started(ctx);
@@ -71,6 +156,22 @@ pub trait Actor: Sized + Send + 'static {
 
     /// How this actor supervises the children it spawns (default: one-for-one, at most 3
     /// restarts in 5 seconds). Consulted each time a child fails.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, SupervisorStrategy};
+    /// /// Restarts all its children together, at most 10 times a minute, waiting a little more
+    /// /// before each restart.
+    /// struct Pipeline;
+    /// impl Actor for Pipeline {
+    ///     fn supervisor_strategy(&self) -> SupervisorStrategy {
+    ///         SupervisorStrategy::one_for_all()
+    ///             .intensity(10, Duration::from_secs(60))
+    ///             .backoff(Duration::from_millis(10), Duration::from_secs(1))
+    ///     }
+    /// }
+    /// # let _ = Pipeline.supervisor_strategy();
+    /// ```
     fn supervisor_strategy(&self) -> SupervisorStrategy {
         SupervisorStrategy::default()
     }
@@ -99,6 +200,14 @@ pub trait Actor: Sized + Send + 'static {
 /// ```
 pub trait Message: Send + 'static {
     /// What a handler returns for this message; delivered to the asker by `ask`.
+    ///
+    /// ```
+    /// use troupe::Message;
+    /// struct Balance { account: u32 }
+    /// impl Message for Balance {
+    ///     type Reply = Result<i64, String>; // what `ask(Balance { .. })` resolves to
+    /// }
+    /// ```
     type Reply: Send + 'static;
 }
 
@@ -126,6 +235,29 @@ pub trait Message: Send + 'static {
 )]
 pub trait Handler<M: Message>: Actor {
     /// Handles one message. The return value is the reply to an `ask` (ignored for `tell`).
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Stack(Vec<i32>);
+    /// impl Actor for Stack {}
+    /// #[derive(Message)]
+    /// struct Push(i32);
+    /// #[derive(Message)]
+    /// #[reply(Option<i32>)]
+    /// struct Pop;
+    /// impl Handler<Push> for Stack {
+    ///     fn handle(&mut self, msg: Push, _: &mut Context<Self>) { self.0.push(msg.0) }
+    /// }
+    /// impl Handler<Pop> for Stack {
+    ///     fn handle(&mut self, _: Pop, _: &mut Context<Self>) -> Option<i32> { self.0.pop() }
+    /// }
+    /// let system = System::new();
+    /// let stack = system.spawn(Stack(Vec::new()));
+    /// stack.tell(Push(1)).unwrap();
+    /// stack.tell(Push(2)).unwrap();
+    /// assert_eq!(stack.ask(Pop).wait(), Ok(Some(2)));
+    /// system.shutdown();
+    /// ```
     fn handle(&mut self, msg: M, ctx: &mut Context<Self>) -> M::Reply;
 }
 

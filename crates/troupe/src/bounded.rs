@@ -38,6 +38,28 @@ use crate::loom::{AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 const WAITERS: usize = 1 << (usize::BITS - 1);
 
 /// What a full bounded mailbox does with one more message.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// use troupe::{Overflow, SpawnOptions};
+/// let system = System::new();
+/// // Keep only the freshest 100 readings when the consumer falls behind.
+/// let latest = system.spawn_with(Counter(0), SpawnOptions::new().bounded(100, Overflow::DropOldest));
+/// for _ in 0..10_000 {
+///     latest.tell(Add(1)).unwrap(); // never refused
+/// }
+/// // An ask is subject to the policy too: let the backlog drain first.
+/// while latest.mailbox_len() > 0 { std::thread::yield_now() }
+/// let kept = latest.ask(Get).wait().unwrap();
+/// assert_eq!(kept + latest.metrics().dropped, 10_000); // each dropped message is counted
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overflow {
     /// Refuse it: `tell` fails with `SendError::Full` (the message comes back); `send().await`

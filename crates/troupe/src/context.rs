@@ -250,7 +250,7 @@ impl<A: Actor> Context<A> {
     }
 
     /// Spawns a supervised child built by `factory`, which is called again to rebuild it when
-    /// it fails and this actor's [`SupervisorStrategy`] restarts it. Its address stays valid
+    /// it fails and this actor's [`SupervisorStrategy`](crate::SupervisorStrategy) restarts it. Its address stays valid
     /// across restarts. `options.restart(..)` sets its restart policy (default permanent).
     ///
     /// ```

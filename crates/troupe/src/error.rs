@@ -26,6 +26,7 @@ use std::time::Duration;
 /// system.shutdown();
 /// ```
 #[derive(PartialEq, Eq, Clone, Copy)]
+#[non_exhaustive]
 pub enum SendError<M> {
     /// The actor has stopped.
     Stopped(M),

@@ -96,6 +96,7 @@ impl Failure {
 /// system.shutdown();
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StopReason {
     /// It stopped normally: `ctx.stop()`, `addr.stop()`, its parent stopping, or shutdown.
     Normal,

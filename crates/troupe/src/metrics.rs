@@ -12,6 +12,27 @@ use crate::life::ActorCell;
 use crate::loom::Ordering;
 
 /// An actor's counters at one moment.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// use troupe::SpawnOptions;
+/// let system = System::new();
+/// let counter = system.spawn_with(Counter(0), SpawnOptions::new().measure_time());
+/// counter.tell(Add(1)).unwrap();
+/// counter.ask(Get).wait().unwrap();
+/// // Counted when the turn ends, which may be just after the reply.
+/// while counter.metrics().handler_time.is_none() { std::thread::yield_now() }
+/// let m = counter.metrics();
+/// println!("processed {} (queue {}), {:?} in handlers", m.processed, m.mailbox_len, m.handler_time);
+/// assert!(m.handler_time.is_some());
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ActorMetrics {
@@ -55,6 +76,16 @@ pub(crate) fn actor_metrics<A: Actor>(cell: &ActorCell<A>) -> ActorMetrics {
 }
 
 /// A pool's counters at one moment.
+///
+/// ```
+/// let system = troupe::System::builder().workers(2).build().unwrap();
+/// for pool in system.pool_metrics() {
+///     println!("{}: {} workers, {} turns, {} steals, {} parks", pool.name, pool.workers, pool.turns, pool.steals, pool.parks);
+/// }
+/// let default = system.pool_metrics().into_iter().find(|p| p.name == "default").unwrap();
+/// assert_eq!((default.started, default.workers), (true, 2));
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct PoolMetrics {

@@ -10,6 +10,29 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::id::ActorId;
 
 /// Why a name could not be registered.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// use troupe::{RegistryError, SpawnOptions};
+/// # struct Other;
+/// # impl Actor for Other {}
+/// let system = System::new();
+/// system.spawn_named("hits", SpawnOptions::new(), || Counter(0)).unwrap();
+/// assert_eq!(
+///     system.spawn_named("hits", SpawnOptions::new(), || Counter(0)).unwrap_err(),
+///     RegistryError::Taken("hits".into())
+/// );
+/// assert_eq!(system.find::<Counter>("misses").unwrap_err(), RegistryError::NotFound("misses".into()));
+/// let wrong = system.find::<Other>("hits").unwrap_err();
+/// assert!(matches!(wrong, RegistryError::WrongType { .. }), "{wrong}");
+/// system.shutdown();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RegistryError {

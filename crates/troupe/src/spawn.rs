@@ -19,6 +19,18 @@ use crate::signal::{Signal, SignalStack};
 use crate::supervision::{Intensity, Restart, SupervisorStrategy};
 
 /// Where a spawned actor runs.
+///
+/// ```
+/// use troupe::{Actor, Placement, SpawnOptions, System};
+/// struct Database;
+/// impl Actor for Database {}
+/// let system = System::builder().pool("db", 1, 16).build().unwrap();
+/// let on_pool = system.spawn(Database); // the default pool
+/// let on_thread = system.spawn_on(Database, Placement::Thread);
+/// let isolated = system.spawn_with(Database, SpawnOptions::new().placement(Placement::Named("db")));
+/// system.shutdown();
+/// assert!(on_pool.is_stopped() && on_thread.is_stopped() && isolated.is_stopped());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Placement {
@@ -27,7 +39,7 @@ pub enum Placement {
     #[default]
     Pool,
     /// On the named pool (`"default"`, `"blocking"`, or one added with
-    /// [`SystemBuilder::pool`]). An unknown name falls back to the default pool.
+    /// [`SystemBuilder::pool`](crate::SystemBuilder::pool)). An unknown name falls back to the default pool.
     Named(&'static str),
     /// On an OS thread of its own, which parks when the mailbox is empty. For actors that
     /// block, or to compare with thread-per-actor designs.
@@ -56,11 +68,29 @@ pub struct SpawnOptions {
 
 impl SpawnOptions {
     /// Defaults: pool placement, unbounded mailbox, permanent restart policy.
+    ///
+    /// ```
+    /// let options = troupe::SpawnOptions::new(); // the same as SpawnOptions::default()
+    /// let system = troupe::System::new();
+    /// # struct Idle;
+    /// # impl troupe::Actor for Idle {}
+    /// system.spawn_with(Idle, options);
+    /// system.shutdown();
+    /// ```
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Where it runs.
+    ///
+    /// ```
+    /// use troupe::{Actor, Placement, SpawnOptions, System};
+    /// struct Blocking;
+    /// impl Actor for Blocking {}
+    /// let system = System::new();
+    /// system.spawn_with(Blocking, SpawnOptions::new().placement(Placement::Named("blocking")));
+    /// system.shutdown();
+    /// ```
     pub fn placement(mut self, placement: Placement) -> Self {
         self.placement = placement;
         self
@@ -68,6 +98,21 @@ impl SpawnOptions {
 
     /// A mailbox of at most `capacity` messages, with `overflow` deciding what a full mailbox
     /// does with one more.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::{Overflow, SpawnOptions};
+    /// let system = System::new();
+    /// let counter = system.spawn_with(Counter(0), SpawnOptions::new().bounded(1_000, Overflow::Fail));
+    /// counter.tell(Add(1)).unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn bounded(mut self, capacity: usize, overflow: Overflow) -> Self {
         self.bounded = Some((capacity, overflow));
         self
@@ -76,6 +121,28 @@ impl SpawnOptions {
     /// Its restart policy under a supervisor (for actors spawned with
     /// [`Context::spawn_supervised`](crate::Context::spawn_supervised) or
     /// [`System::spawn_supervised`](crate::System::spawn_supervised)).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::{Restart, SpawnOptions, StopReason};
+    /// #[derive(Message)]
+    /// struct Done;
+    /// impl Handler<Done> for Counter {
+    ///     fn handle(&mut self, _: Done, ctx: &mut Context<Self>) { ctx.stop() }
+    /// }
+    /// let system = System::new();
+    /// // Transient: restarted if it fails, but its own stop is final.
+    /// let job = system.spawn_supervised(|| Counter(0), SpawnOptions::new().restart(Restart::Transient));
+    /// job.tell(Done).unwrap();
+    /// assert_eq!(job.stopped().wait(), Ok(StopReason::Normal));
+    /// system.shutdown();
+    /// ```
     pub fn restart(mut self, restart: Restart) -> Self {
         self.restart = restart;
         self
@@ -85,6 +152,25 @@ impl SpawnOptions {
     /// [`System::spawn_supervised`](crate::System::spawn_supervised): its intensity limit
     /// (past it, the actor stops, failed) and back-off (default: at most 3 restarts in 5 s, no
     /// back-off). A child's supervisor is its parent's `supervisor_strategy` instead.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use std::time::Duration;
+    /// use troupe::{SpawnOptions, SupervisorStrategy};
+    /// let system = System::new();
+    /// let strategy = SupervisorStrategy::one_for_one()
+    ///     .intensity(5, Duration::from_secs(60))
+    ///     .backoff(Duration::from_millis(10), Duration::from_secs(1));
+    /// let counter = system.spawn_supervised(|| Counter(0), SpawnOptions::new().supervision(strategy));
+    /// counter.tell(Add(1)).unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn supervision(mut self, strategy: SupervisorStrategy) -> Self {
         self.supervision = strategy;
         self
@@ -92,6 +178,26 @@ impl SpawnOptions {
 
     /// Measures the time its handlers take (see [`Addr::metrics`]); costs two clock reads per
     /// turn.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::SpawnOptions;
+    /// let system = System::new();
+    /// let timed = system.spawn_with(Counter(0), SpawnOptions::new().measure_time());
+    /// timed.ask(Get).wait().unwrap();
+    /// // Added up when the turn ends, which may be just after the reply.
+    /// while timed.metrics().handler_time.is_none() { std::thread::yield_now() }
+    /// let untimed = system.spawn(Counter(0));
+    /// untimed.ask(Get).wait().unwrap();
+    /// assert!(untimed.metrics().handler_time.is_none());
+    /// system.shutdown();
+    /// ```
     pub fn measure_time(mut self) -> Self {
         self.measure_time = true;
         self

@@ -39,6 +39,14 @@ use crate::timer::TimerService;
 
 /// The environment variable that sets the default pool's worker count (like Go's
 /// `GOMAXPROCS`), unless the builder sets it.
+///
+/// ```
+/// // In a deployment: TROUPE_WORKERS=4 ./service
+/// assert_eq!(troupe::WORKERS_ENV, "TROUPE_WORKERS");
+/// let system = troupe::System::builder().workers(2).build().unwrap(); // the builder wins
+/// assert_eq!(system.workers(), 2);
+/// system.shutdown();
+/// ```
 pub const WORKERS_ENV: &str = "TROUPE_WORKERS";
 
 /// Configures and builds a [`System`].
@@ -80,6 +88,12 @@ impl Default for SystemBuilder {
 impl SystemBuilder {
     /// Worker threads in the default pool (default: the `TROUPE_WORKERS` environment
     /// variable if set, else one per available core).
+    ///
+    /// ```
+    /// let system = troupe::System::builder().workers(3).build().unwrap();
+    /// assert_eq!(system.workers(), 3);
+    /// system.shutdown();
+    /// ```
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = Some(workers);
         self
@@ -87,6 +101,12 @@ impl SystemBuilder {
 
     /// Messages an actor may handle in one turn before yielding its worker to others
     /// (default 64; Akka calls this the dispatcher's `throughput`).
+    ///
+    /// ```
+    /// // Lower latency for many small actors; higher for throughput-bound ones.
+    /// let system = troupe::System::builder().throughput(16).build().unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn throughput(mut self, messages: usize) -> Self {
         self.throughput = messages;
         self
@@ -94,6 +114,12 @@ impl SystemBuilder {
 
     /// Prefix of thread names: workers are `<name>-<i>` (and `<name>-<pool>-<i>`), thread-backed
     /// actors `<name>-actor-<id>` (default `troupe`).
+    ///
+    /// ```
+    /// let system = troupe::System::builder().name("orders").build().unwrap();
+    /// println!("{system:?}"); // System { name: "orders", .. }; threads orders-0, orders-1, ...
+    /// system.shutdown();
+    /// ```
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
@@ -101,6 +127,17 @@ impl SystemBuilder {
 
     /// Threads of the `blocking` pool, for actors that call blocking code (default 8, started
     /// when the first actor is placed there).
+    ///
+    /// ```
+    /// use troupe::{Actor, Placement, SpawnOptions, System};
+    /// struct FileWriter;
+    /// impl Actor for FileWriter {}
+    /// let system = System::builder().blocking_workers(2).build().unwrap();
+    /// system.spawn_with(FileWriter, SpawnOptions::new().placement(Placement::Named("blocking")));
+    /// let blocking = system.pool_metrics().into_iter().find(|p| p.name == "blocking").unwrap();
+    /// assert_eq!((blocking.started, blocking.workers), (true, 2));
+    /// system.shutdown();
+    /// ```
     pub fn blocking_workers(mut self, workers: usize) -> Self {
         self.blocking_workers = workers;
         self
@@ -108,6 +145,11 @@ impl SystemBuilder {
 
     /// Threads of the system's own async runtime, behind `Context::pipe` and `await_then`
     /// (default 1). Not used with [`tokio_handle`](SystemBuilder::tokio_handle).
+    ///
+    /// ```
+    /// let system = troupe::System::builder().io_threads(2).build().unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn io_threads(mut self, threads: usize) -> Self {
         self.io_threads = threads;
         self
@@ -132,6 +174,16 @@ impl SystemBuilder {
 
     /// Adds a named pool with its own `workers` threads and `throughput`, for
     /// `Placement::Named(name)`; its threads start when its first actor is spawned.
+    ///
+    /// ```
+    /// use troupe::{Actor, Placement, SpawnOptions, System};
+    /// struct Query;
+    /// impl Actor for Query {}
+    /// let system = System::builder().pool("db", 2, 8).build().unwrap();
+    /// // Actors waiting on the database cannot stall those on the default pool.
+    /// system.spawn_with(Query, SpawnOptions::new().placement(Placement::Named("db")));
+    /// system.shutdown();
+    /// ```
     pub fn pool(mut self, name: impl Into<String>, workers: usize, throughput: usize) -> Self {
         self.pools.push((name.into(), workers, throughput));
         self
@@ -155,6 +207,13 @@ impl SystemBuilder {
 
     /// Starts the threads (the default pool's, the timer's, and the async runtime's unless one
     /// was given). Every setting is checked first.
+    ///
+    /// ```
+    /// let system = troupe::System::builder().workers(2).build()?;
+    /// system.shutdown();
+    /// assert!(troupe::System::builder().throughput(0).build().is_err()); // checked before any thread starts
+    /// # Ok::<(), troupe::BuildError>(())
+    /// ```
     pub fn build(self) -> Result<System, BuildError> {
         let workers = self.default_workers()?;
         const MAX_THREADS: usize = 4096;
@@ -258,6 +317,27 @@ impl SystemBuilder {
 /// the last clone is dropped (waiting up to 10 s for actors to stop; in the background where
 /// the dropping thread must not block: inside an actor, or inside an async runtime). Dropping it
 /// never panics.
+///
+/// ```
+/// # use troupe::{Actor, Context, Handler, Message, System};
+/// # struct Counter(u64);
+/// # impl Actor for Counter {}
+/// # #[derive(Message)] struct Add(u64);
+/// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+/// # #[derive(Message)] #[reply(u64)] struct Get;
+/// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+/// let system = System::new();
+/// let counter = system.spawn(Counter(0));
+/// let handle = system.clone(); // cheap: the same system
+/// std::thread::spawn(move || {
+///     let other = handle.spawn(Counter(1));
+///     other.ask(Get).wait().unwrap()
+/// })
+/// .join()
+/// .unwrap();
+/// counter.tell(Add(1)).unwrap();
+/// system.shutdown(); // shuts down every clone's system
+/// ```
 #[derive(Clone)]
 pub struct System {
     inner: Arc<Inner>,
@@ -302,6 +382,12 @@ impl System {
     /// # Panics
     /// If the operating system refuses to start threads, or `TROUPE_WORKERS` is not a whole
     /// number; use [`System::builder`] to handle that.
+    ///
+    /// ```
+    /// let system = troupe::System::new();
+    /// assert!(system.workers() >= 1);
+    /// system.shutdown();
+    /// ```
     pub fn new() -> Self {
         match Self::builder().build() {
             Ok(system) => system,
@@ -310,6 +396,11 @@ impl System {
     }
 
     /// A builder to configure the system.
+    ///
+    /// ```
+    /// let system = troupe::System::builder().workers(1).name("tests").build().unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn builder() -> SystemBuilder {
         SystemBuilder::default()
     }
@@ -319,6 +410,21 @@ impl System {
     }
 
     /// Spawns a top-level actor on the default pool.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// counter.tell(Add(1)).unwrap();
+    /// assert_eq!(counter.ask(Get).wait(), Ok(1));
+    /// system.shutdown();
+    /// ```
     pub fn spawn<A: Actor>(&self, actor: A) -> Addr<A> {
         spawn::spawn_root(self.shared(), actor, SpawnOptions::new())
     }
@@ -342,8 +448,24 @@ impl System {
         )
     }
 
-    /// Spawns a top-level actor with options. Top-level actors are supervised by the system,
-    /// which stops them if they fail; build a tree under a supervising actor to restart.
+    /// Spawns a top-level actor with options. If it fails, it stops (there is no factory to
+    /// rebuild it): use [`spawn_supervised`](System::spawn_supervised) for one that restarts.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::{Overflow, SpawnOptions};
+    /// let system = System::new();
+    /// let options = SpawnOptions::new().bounded(10, Overflow::Fail).measure_time();
+    /// let counter = system.spawn_with(Counter(0), options);
+    /// counter.tell(Add(1)).unwrap();
+    /// system.shutdown();
+    /// ```
     pub fn spawn_with<A: Actor>(&self, actor: A, options: SpawnOptions) -> Addr<A> {
         spawn::spawn_root(self.shared(), actor, options)
     }
@@ -384,6 +506,22 @@ impl System {
 
     /// Registers `addr` under `name`; the name is released when the actor begins to stop.
     /// Fails if the name is taken, or the actor is stopping.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// system.register("visits", &counter).unwrap();
+    /// assert!(system.register("visits", &counter).is_err()); // taken
+    /// assert_eq!(system.find::<Counter>("visits"), Ok(counter));
+    /// system.shutdown();
+    /// ```
     pub fn register<A: Actor>(&self, name: &str, addr: &Addr<A>) -> Result<(), RegistryError> {
         spawn::register(self.shared(), name, addr)
     }
@@ -415,6 +553,25 @@ impl System {
 
     /// The actor of type `A` registered under `name`, spawned with `make` if there is none.
     /// Fails with [`RegistryError::WrongType`] if the name belongs to an actor of another type.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::SpawnOptions;
+    /// let system = System::new();
+    /// for _ in 0..3 {
+    ///     let session = system.get_or_spawn_named("session-7", SpawnOptions::new(), || Counter(0)).unwrap();
+    ///     session.tell(Add(1)).unwrap(); // the same actor each time
+    /// }
+    /// let session = system.find::<Counter>("session-7").unwrap();
+    /// assert_eq!(session.ask(Get).wait(), Ok(3));
+    /// system.shutdown();
+    /// ```
     pub fn get_or_spawn_named<A: Actor>(
         &self,
         name: &str,
@@ -426,17 +583,69 @@ impl System {
 
     /// The actor of type `A` registered under `name`, or why there is none
     /// ([`RegistryError::NotFound`], [`RegistryError::WrongType`]).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use troupe::{RegistryError, SpawnOptions};
+    /// let system = System::new();
+    /// let counter = system.spawn_named("visits", SpawnOptions::new(), || Counter(0)).unwrap();
+    /// assert_eq!(system.find::<Counter>("visits"), Ok(counter.clone()));
+    /// counter.stop();
+    /// counter.stopped().wait().unwrap();
+    /// // Released when it stopped.
+    /// assert_eq!(system.find::<Counter>("visits"), Err(RegistryError::NotFound("visits".into())));
+    /// system.shutdown();
+    /// ```
     pub fn find<A: Actor>(&self, name: &str) -> Result<Addr<A>, RegistryError> {
         spawn::find(self.shared(), name)
     }
 
     /// The actor of type `A` registered under `name`, if any (see [`find`](System::find) for
     /// why not).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// assert!(system.lookup::<Counter>("visits").is_none());
+    /// let counter = system.spawn(Counter(0));
+    /// system.register("visits", &counter).unwrap();
+    /// assert_eq!(system.lookup::<Counter>("visits"), Some(counter));
+    /// system.shutdown();
+    /// ```
     pub fn lookup<A: Actor>(&self, name: &str) -> Option<Addr<A>> {
         self.find(name).ok()
     }
 
     /// Releases `name`; true if it was registered.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// system.register("visits", &counter).unwrap();
+    /// assert!(system.unregister("visits"));
+    /// assert!(!system.unregister("visits"));
+    /// assert!(!counter.is_stopped()); // only the name goes
+    /// system.shutdown();
+    /// ```
     pub fn unregister(&self, name: &str) -> bool {
         self.shared().names().unregister(name)
     }
@@ -444,22 +653,70 @@ impl System {
     /// Runs a future to completion on the system's async runtime, blocking the calling thread
     /// (not a worker, and not a thread of that runtime): for tests, `main`, and bridging plain
     /// threads to async sends.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// let total = system.block_on(async {
+    ///     counter.send(Add(2)).await.unwrap();
+    ///     counter.ask(Get).await
+    /// });
+    /// assert_eq!(total, Ok(2));
+    /// system.shutdown();
+    /// ```
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.shared().block_on(future)
     }
 
     /// Actors spawned and not yet fully stopped.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// assert_eq!(system.live_actors(), 1);
+    /// counter.stop();
+    /// counter.stopped().wait().unwrap();
+    /// while system.live_actors() > 0 { std::thread::yield_now() }
+    /// system.shutdown();
+    /// ```
     pub fn live_actors(&self) -> usize {
         self.shared().live()
     }
 
     /// Worker threads in the default pool.
+    ///
+    /// ```
+    /// let system = troupe::System::builder().workers(2).build().unwrap();
+    /// assert_eq!(system.workers(), 2);
+    /// system.shutdown();
+    /// ```
     pub fn workers(&self) -> usize {
         self.shared().default_workers()
     }
 
     /// Counters of every pool (a pool whose threads have not started yet, because no actor was
     /// placed on it, shows `started: false` and zero workers).
+    ///
+    /// ```
+    /// let system = troupe::System::builder().pool("db", 1, 8).build().unwrap();
+    /// let names: Vec<String> = system.pool_metrics().into_iter().map(|p| p.name).collect();
+    /// assert_eq!(names, ["default", "blocking", "db"]);
+    /// system.shutdown();
+    /// ```
     pub fn pool_metrics(&self) -> Vec<PoolMetrics> {
         self.shared()
             .pools()
@@ -495,6 +752,21 @@ impl System {
     /// returns at once; a background thread joins the system's threads once every actor, the
     /// caller included, has stopped. From async code, use
     /// [`shutdown_async`](System::shutdown_async).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// system.shutdown();
+    /// assert!(counter.is_stopped());
+    /// assert_eq!(system.live_actors(), 0);
+    /// ```
     pub fn shutdown(&self) {
         if role::runs_actors() {
             self.shutdown_in_background();
@@ -508,6 +780,20 @@ impl System {
     /// many actors were still running. They are left to finish (they have been asked to stop);
     /// a background thread then releases the system's threads. Called from inside an actor, it
     /// begins shutdown as `shutdown` does and returns [`ShutdownError::InsideActor`].
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// use std::time::Duration;
+    /// let system = System::new();
+    /// system.spawn(Counter(0));
+    /// system.shutdown_timeout(Duration::from_secs(10)).expect("every actor stopped in time");
+    /// ```
     pub fn shutdown_timeout(&self, timeout: Duration) -> Result<(), ShutdownError> {
         if role::runs_actors() {
             self.shutdown_in_background();

@@ -136,7 +136,7 @@ fn bounded_mailbox_refuses_exactly() {
                 refused += 1;
                 drop(item);
             }
-            Err(SendError::Stopped(_)) => panic!("not stopped"),
+            Err(other) => panic!("only Full expected: {other}"),
         }
         peak = peak.max(slow.mailbox_len());
     }

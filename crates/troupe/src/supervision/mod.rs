@@ -38,6 +38,14 @@ use crate::failure::Failure;
 pub(crate) mod children;
 
 /// Whether a supervised child may be restarted (Erlang's child restart types).
+///
+/// ```
+/// use troupe::{Restart, SpawnOptions};
+/// // A worker that finishes its job and stops for good, but is restarted if it crashes:
+/// let options = SpawnOptions::new().restart(Restart::Transient);
+/// # let _ = options;
+/// assert_eq!(Restart::default(), Restart::Permanent);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Restart {
@@ -52,6 +60,12 @@ pub enum Restart {
 }
 
 /// Who is restarted when one child fails.
+///
+/// ```
+/// use troupe::{StrategyKind, SupervisorStrategy};
+/// assert_eq!(SupervisorStrategy::default().kind, StrategyKind::OneForOne);
+/// assert_eq!(SupervisorStrategy::rest_for_one().kind, StrategyKind::RestForOne);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum StrategyKind {
@@ -66,6 +80,13 @@ pub enum StrategyKind {
 
 /// Delay before a restart: `min`, doubling with each restart inside the intensity window, up
 /// to `max`.
+///
+/// ```
+/// use std::time::Duration;
+/// use troupe::{Backoff, SupervisorStrategy};
+/// let strategy = SupervisorStrategy::one_for_one().backoff(Duration::from_millis(10), Duration::from_secs(2));
+/// assert_eq!(strategy.backoff, Some(Backoff { min: Duration::from_millis(10), max: Duration::from_secs(2) }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// First delay.
@@ -112,11 +133,35 @@ impl Default for SupervisorStrategy {
 
 impl SupervisorStrategy {
     /// Restart only the failed child.
+    ///
+    /// ```
+    /// use troupe::{Actor, StrategyKind, SupervisorStrategy};
+    /// struct Supervisor;
+    /// impl Actor for Supervisor {
+    ///     // Workers that do not depend on each other.
+    ///     fn supervisor_strategy(&self) -> SupervisorStrategy {
+    ///         SupervisorStrategy::one_for_one()
+    ///     }
+    /// }
+    /// assert_eq!(Supervisor.supervisor_strategy().kind, StrategyKind::OneForOne);
+    /// ```
     pub fn one_for_one() -> Self {
         Self::default()
     }
 
     /// Restart every child when one fails.
+    ///
+    /// ```
+    /// use troupe::{Actor, StrategyKind, SupervisorStrategy};
+    /// struct Supervisor;
+    /// impl Actor for Supervisor {
+    ///     // A pipeline whose stages share state: restart them together.
+    ///     fn supervisor_strategy(&self) -> SupervisorStrategy {
+    ///         SupervisorStrategy::one_for_all()
+    ///     }
+    /// }
+    /// assert_eq!(Supervisor.supervisor_strategy().kind, StrategyKind::OneForAll);
+    /// ```
     pub fn one_for_all() -> Self {
         Self {
             kind: StrategyKind::OneForAll,
@@ -125,6 +170,18 @@ impl SupervisorStrategy {
     }
 
     /// Restart the failed child and every child spawned after it.
+    ///
+    /// ```
+    /// use troupe::{Actor, StrategyKind, SupervisorStrategy};
+    /// struct Supervisor;
+    /// impl Actor for Supervisor {
+    ///     // Each child depends on those spawned before it (a connection, then its users).
+    ///     fn supervisor_strategy(&self) -> SupervisorStrategy {
+    ///         SupervisorStrategy::rest_for_one()
+    ///     }
+    /// }
+    /// assert_eq!(Supervisor.supervisor_strategy().kind, StrategyKind::RestForOne);
+    /// ```
     pub fn rest_for_one() -> Self {
         Self {
             kind: StrategyKind::RestForOne,
@@ -133,6 +190,14 @@ impl SupervisorStrategy {
     }
 
     /// At most `max_restarts` restarts within `within`; one more escalates to the parent.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::SupervisorStrategy;
+    /// // Give up (escalate) after the 11th failure within a minute.
+    /// let strategy = SupervisorStrategy::one_for_one().intensity(10, Duration::from_secs(60));
+    /// assert_eq!((strategy.max_restarts, strategy.within), (10, Duration::from_secs(60)));
+    /// ```
     pub fn intensity(mut self, max_restarts: u32, within: Duration) -> Self {
         self.max_restarts = max_restarts;
         self.within = within;
@@ -140,6 +205,15 @@ impl SupervisorStrategy {
     }
 
     /// Wait before restarting: `min` at first, doubling up to `max`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::SupervisorStrategy;
+    /// // 50 ms before the first restart, then 100, 200, ... up to 5 s.
+    /// let strategy = SupervisorStrategy::one_for_one()
+    ///     .backoff(Duration::from_millis(50), Duration::from_secs(5));
+    /// assert!(strategy.backoff.is_some());
+    /// ```
     pub fn backoff(mut self, min: Duration, max: Duration) -> Self {
         self.backoff = Some(Backoff { min, max });
         self

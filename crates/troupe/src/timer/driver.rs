@@ -66,6 +66,35 @@ pub(crate) type RepeatingAction = Box<dyn FnMut() -> bool + Send>;
 
 /// Names a scheduled timer, to cancel it (`Context::cancel_timer`). Only meaningful to the
 /// system that issued it.
+///
+/// ```
+/// use std::time::Duration;
+/// use troupe::{Actor, Context, Handler, Message, System, TimerId};
+/// /// Keeps the id of its timer to cancel it on demand.
+/// struct Reminder { timer: Option<TimerId> }
+/// impl Actor for Reminder {
+///     fn started(&mut self, ctx: &mut Context<Self>) {
+///         self.timer = Some(ctx.send_after(Duration::from_secs(3600), Remind));
+///     }
+/// }
+/// #[derive(Message)]
+/// struct Remind;
+/// impl Handler<Remind> for Reminder {
+///     fn handle(&mut self, _: Remind, _: &mut Context<Self>) {}
+/// }
+/// #[derive(Message)]
+/// #[reply(bool)]
+/// struct Dismiss;
+/// impl Handler<Dismiss> for Reminder {
+///     fn handle(&mut self, _: Dismiss, ctx: &mut Context<Self>) -> bool {
+///         self.timer.take().is_some_and(|timer| ctx.cancel_timer(timer))
+///     }
+/// }
+/// let system = System::new();
+/// let reminder = system.spawn(Reminder { timer: None });
+/// assert_eq!(reminder.ask(Dismiss).wait(), Ok(true));
+/// system.shutdown();
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TimerId(Option<Key>);
 
