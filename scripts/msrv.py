@@ -17,7 +17,9 @@ PLATFORM = "x86_64-unknown-linux-gnu"
 
 
 def version(text):
-    return tuple(int(part) for part in text.split("."))
+    """A version as a tuple of three numbers: "1.88" and "1.88.0" are the same version."""
+    parts = [int(part) for part in text.split(".")]
+    return tuple(parts + [0] * (3 - len(parts)))
 
 
 def needed():

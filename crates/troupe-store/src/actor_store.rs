@@ -1,0 +1,794 @@
+//! The store on troupe: an axum server on the process's tokio runtime, whose requests to the
+//! backends go through one actor per backend, as the seed's closing points describe Akka
+//! being used.
+//!
+//! A [`BackendActor`] owns everything about calling its backend: the pooled HTTP client, the
+//! [`Bulkhead`] (calls in flight and waiting, refusing beyond), the per-call timeout and the
+//! [`Breaker`]. Its handler never waits: it defers its reply (`ctx.reply_later`), starts the
+//! call with `ctx.pipe`, and answers when the call's result comes back as a message. Being the
+//! only owner of that state, it needs no lock. The edge sheds load: past
+//! `max_concurrent_requests` requests in progress, the store answers 503 at once.
+//!
+//! A request that needs several calls in sequence reads as the seed's for-comprehension:
+//!
+//! ```ignore
+//! let found = app.search(&order.query).await?;
+//! let product = found.results.into_iter().next().ok_or_else(|| nothing_matches(&order.query))?;
+//! let payment = app.pay(Payment { item: product.id, amount_cents: order.amount_cents }).await?;
+//! Ok(Json(CheckoutReceipt { product, payment }))
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{Query, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tower::ServiceBuilder;
+use troupe::{Actor, Addr, AskError, Context, Deferred, Handler, Message, System};
+
+use crate::breaker::{Breaker, BreakerConfig, Outcome, Permit, Phase};
+use crate::bulkhead::{Admission, Bulkhead, BulkheadConfig};
+use crate::{Checkout, CheckoutReceipt, ErrorBody, Payment, PaymentReceipt, SearchResults};
+
+/// The largest answer read from a backend (bytes); more is treated as garbage.
+const MAX_BACKEND_ANSWER: usize = 1024 * 1024;
+
+/// The store's settings; each has a command-line flag (`troupe-store serve --help`).
+#[derive(Debug, Clone)]
+pub struct ActorStoreConfig {
+    /// Base URL of the search service.
+    pub search_url: String,
+    /// Base URL of the payment service.
+    pub payment_url: String,
+    /// How long one backend call may take (default 1 s: Hystrix's execution timeout, and
+    /// fifty times the backends' 20 ms; resilience4j's TimeLimiter default is also 1 s).
+    pub call_timeout: Duration,
+    /// Each backend's bulkhead.
+    pub bulkhead: BulkheadConfig,
+    /// Each backend's circuit breaker.
+    pub breaker: BreakerConfig,
+    /// Requests in progress at the edge before it answers 503 (default 1,024: the seed's
+    /// 900 users, plus room).
+    pub max_concurrent_requests: usize,
+    /// The longest a request may wait for a backend actor's answer, queueing in its bulkhead
+    /// included (default 3 s: a full queue's wait behind calls that time out).
+    pub request_timeout: Duration,
+    /// The largest request body (default 16 KiB).
+    pub max_body: usize,
+    /// troupe's worker threads (default: `TROUPE_WORKERS`, else one per core).
+    pub workers: Option<usize>,
+}
+
+impl ActorStoreConfig {
+    /// Defaults, calling the backends at these base URLs.
+    pub fn new(search_url: impl Into<String>, payment_url: impl Into<String>) -> Self {
+        Self {
+            search_url: search_url.into(),
+            payment_url: payment_url.into(),
+            call_timeout: Duration::from_secs(1),
+            bulkhead: BulkheadConfig::default(),
+            breaker: BreakerConfig::default(),
+            max_concurrent_requests: 1024,
+            request_timeout: Duration::from_secs(3),
+            max_body: crate::MAX_BODY,
+            workers: None,
+        }
+    }
+
+    /// Checks every setting; the first problem in one line.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, url) in [("search", &self.search_url), ("payment", &self.payment_url)] {
+            if !url.starts_with("http://") || url.parse::<hyper::Uri>().is_err() {
+                return Err(format!("the {name} URL `{url}` is not an http:// URL"));
+            }
+        }
+        if self.call_timeout.is_zero() {
+            return Err("the call timeout must be more than 0".into());
+        }
+        if self.request_timeout < self.call_timeout {
+            return Err("the request timeout must be at least the call timeout".into());
+        }
+        if self.max_concurrent_requests == 0 {
+            return Err("the edge must allow at least 1 request in progress".into());
+        }
+        if self.max_body == 0 {
+            return Err("the largest body must be at least 1 byte".into());
+        }
+        if self.workers == Some(0) {
+            return Err("troupe needs at least 1 worker".into());
+        }
+        self.bulkhead.check()?;
+        self.breaker.check()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The backend actor
+
+/// Why a backend call gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The breaker is open: failed fast, no call made.
+    #[error("the {0} service is unavailable (circuit open); retry later")]
+    CircuitOpen(&'static str),
+    /// The bulkhead is full: refused, no call made.
+    #[error("the {0} service is busy (too many calls in flight); retry later")]
+    BulkheadFull(&'static str),
+    /// No answer within the call timeout.
+    #[error("the {0} service did not answer within {1:?}")]
+    Timeout(&'static str, Duration),
+    /// An answer with an error status.
+    #[error("the {0} service answered {1}")]
+    Status(&'static str, u16),
+    /// An answer that is not JSON (or too large).
+    #[error("the {0} service answered something that is not JSON")]
+    Garbage(&'static str),
+    /// No connection, or the connection failed.
+    #[error("the {0} service is unreachable: {1}")]
+    Unreachable(&'static str, String),
+}
+
+impl CallError {
+    /// The status the store answers with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            CallError::CircuitOpen(_) | CallError::BulkheadFull(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            CallError::Timeout(..) => StatusCode::GATEWAY_TIMEOUT,
+            CallError::Status(..) | CallError::Garbage(_) | CallError::Unreachable(..) => {
+                StatusCode::BAD_GATEWAY
+            }
+        }
+    }
+}
+
+/// One call to a backend: a method, a path (with its query), a JSON body.
+#[derive(Debug, Message)]
+#[reply(Result<serde_json::Value, CallError>)]
+pub struct Call {
+    /// GET or POST.
+    pub method: Method,
+    /// Path and query, e.g. `/search?q=shoes`.
+    pub path: String,
+    /// The JSON body, for POST.
+    pub body: Option<Bytes>,
+}
+
+/// A call waiting in the bulkhead, or starting.
+struct Pending {
+    call: Call,
+    reply: Deferred<Result<serde_json::Value, CallError>>,
+}
+
+/// A call's result, back from the async runtime.
+#[derive(Message)]
+struct Finished {
+    result: Result<serde_json::Value, CallError>,
+    reply: Deferred<Result<serde_json::Value, CallError>>,
+    permit: Permit,
+}
+
+/// A backend's counters, shared with the edge's `/admin/stats`.
+#[derive(Debug, Default)]
+pub struct BackendStats {
+    calls: AtomicU64,
+    succeeded: AtomicU64,
+    failed: AtomicU64,
+    timed_out: AtomicU64,
+    failed_fast: AtomicU64,
+    refused: AtomicU64,
+    in_flight: AtomicU64,
+    queued: AtomicU64,
+    /// 0 closed, 1 open, 2 half-open.
+    phase: AtomicU8,
+    opened: AtomicU64,
+    closed: AtomicU64,
+}
+
+/// A snapshot of [`BackendStats`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendSnapshot {
+    /// Calls made to the backend.
+    pub calls: u64,
+    /// Calls answered.
+    pub succeeded: u64,
+    /// Calls that failed (error status, garbage, unreachable, timeout).
+    pub failed: u64,
+    /// Of those, timeouts.
+    pub timed_out: u64,
+    /// Requests failed fast by the open breaker.
+    pub failed_fast: u64,
+    /// Requests refused by the full bulkhead.
+    pub refused: u64,
+    /// Calls in flight now.
+    pub in_flight: u64,
+    /// Calls waiting in the bulkhead now.
+    pub queued: u64,
+    /// The breaker now: `closed`, `open` or `half_open`.
+    pub breaker: String,
+    /// Times the breaker opened.
+    pub opened: u64,
+    /// Times it closed again.
+    pub closed: u64,
+}
+
+impl BackendStats {
+    /// A snapshot.
+    pub fn snapshot(&self) -> BackendSnapshot {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        BackendSnapshot {
+            calls: load(&self.calls),
+            succeeded: load(&self.succeeded),
+            failed: load(&self.failed),
+            timed_out: load(&self.timed_out),
+            failed_fast: load(&self.failed_fast),
+            refused: load(&self.refused),
+            in_flight: load(&self.in_flight),
+            queued: load(&self.queued),
+            breaker: match self.phase.load(Ordering::Relaxed) {
+                1 => "open",
+                2 => "half_open",
+                _ => "closed",
+            }
+            .to_owned(),
+            opened: load(&self.opened),
+            closed: load(&self.closed),
+        }
+    }
+}
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// The actor that owns one backend: its client, bulkhead, timeout and breaker.
+pub struct BackendActor {
+    name: &'static str,
+    base: String,
+    client: HttpClient,
+    timeout: Duration,
+    bulkhead: Bulkhead<Pending>,
+    breaker: Breaker,
+    stats: Arc<BackendStats>,
+}
+
+impl Actor for BackendActor {}
+
+impl BackendActor {
+    /// An actor calling the backend at `base` (e.g. `http://127.0.0.1:4001`).
+    pub fn new(
+        name: &'static str,
+        base: String,
+        client: HttpClient,
+        config: &ActorStoreConfig,
+        stats: Arc<BackendStats>,
+    ) -> Self {
+        Self {
+            name,
+            base,
+            client,
+            timeout: config.call_timeout,
+            bulkhead: Bulkhead::new(config.bulkhead),
+            breaker: Breaker::new(config.breaker),
+            stats,
+        }
+    }
+
+    /// Starts `next` and, while calls fail fast or were abandoned, the calls behind it.
+    fn launch(&mut self, mut next: Option<Pending>, ctx: &mut Context<Self>) {
+        while let Some(pending) = next.take() {
+            if pending.reply.is_closed() {
+                // Its asker gave up while it waited: do not call for nobody.
+                next = self.bulkhead.finish();
+                continue;
+            }
+            match self.breaker.permit(Instant::now()) {
+                Err(_) => {
+                    self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
+                    let _ = pending.reply.send(Err(CallError::CircuitOpen(self.name)));
+                    next = self.bulkhead.finish();
+                }
+                Ok(permit) => self.start(pending, permit, ctx),
+            }
+        }
+        self.publish();
+    }
+
+    fn start(&mut self, pending: Pending, permit: Permit, ctx: &mut Context<Self>) {
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let Pending { call, reply } = pending;
+        let (name, timeout, client) = (self.name, self.timeout, self.client.clone());
+        let uri = format!("{}{}", self.base, call.path);
+        ctx.pipe(
+            async move {
+                let request = hyper::Request::builder()
+                    .method(call.method)
+                    .uri(uri)
+                    .header("content-type", "application/json")
+                    .body(Full::new(call.body.unwrap_or_default()))
+                    .map_err(|e| CallError::Unreachable(name, e.to_string()))?;
+                let exchange = async {
+                    let response = client
+                        .request(request)
+                        .await
+                        .map_err(|e| CallError::Unreachable(name, e.to_string()))?;
+                    let status = response.status();
+                    let body = Limited::new(response.into_body(), MAX_BACKEND_ANSWER)
+                        .collect()
+                        .await
+                        .map_err(|_| CallError::Garbage(name))?
+                        .to_bytes();
+                    if !status.is_success() {
+                        return Err(CallError::Status(name, status.as_u16()));
+                    }
+                    serde_json::from_slice(&body).map_err(|_| CallError::Garbage(name))
+                };
+                tokio::time::timeout(timeout, exchange)
+                    .await
+                    .map_err(|_| CallError::Timeout(name, timeout))?
+            },
+            move |result| Finished {
+                result,
+                reply,
+                permit,
+            },
+        );
+    }
+
+    /// Copies the bulkhead's and the breaker's state into the shared counters.
+    fn publish(&self) {
+        let stats = &self.stats;
+        stats
+            .in_flight
+            .store(self.bulkhead.in_flight() as u64, Ordering::Relaxed);
+        stats
+            .queued
+            .store(self.bulkhead.queued() as u64, Ordering::Relaxed);
+        stats
+            .refused
+            .store(self.bulkhead.refused(), Ordering::Relaxed);
+        let phase = match self.breaker.phase(Instant::now()) {
+            Phase::Closed => 0,
+            Phase::Open => 1,
+            Phase::HalfOpen => 2,
+        };
+        stats.phase.store(phase, Ordering::Relaxed);
+        let (opened, closed) = self.breaker.transitions();
+        stats.opened.store(opened, Ordering::Relaxed);
+        stats.closed.store(closed, Ordering::Relaxed);
+    }
+}
+
+impl Handler<Call> for BackendActor {
+    fn handle(
+        &mut self,
+        call: Call,
+        ctx: &mut Context<Self>,
+    ) -> Result<serde_json::Value, CallError> {
+        // An open breaker fails fast, before the bulkhead: no reply to defer.
+        if self.breaker.phase(Instant::now()) == Phase::Open {
+            self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
+            self.publish();
+            return Err(CallError::CircuitOpen(self.name));
+        }
+        let reply = ctx.reply_later::<Call>();
+        match self.bulkhead.admit(Pending { call, reply }) {
+            Admission::Start(pending) => self.launch(Some(pending), ctx),
+            Admission::Queued => self.publish(),
+            Admission::Refused(pending) => {
+                let _ = pending.reply.send(Err(CallError::BulkheadFull(self.name)));
+                self.publish();
+            }
+        }
+        // Ignored: the reply was deferred.
+        Err(CallError::BulkheadFull(self.name))
+    }
+}
+
+impl Handler<Finished> for BackendActor {
+    fn handle(&mut self, done: Finished, ctx: &mut Context<Self>) {
+        let outcome = match &done.result {
+            Ok(_) => {
+                self.stats.succeeded.fetch_add(1, Ordering::Relaxed);
+                Outcome::Success
+            }
+            Err(error) => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                if matches!(error, CallError::Timeout(..)) {
+                    self.stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                }
+                Outcome::Failure
+            }
+        };
+        self.breaker.record(done.permit, outcome, Instant::now());
+        let _ = done.reply.send(done.result);
+        let next = self.bulkhead.finish();
+        self.launch(next, ctx);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The edge
+
+/// What the store's handlers share: the two backend actors and the settings they need.
+#[derive(Clone)]
+pub struct App {
+    search: Addr<BackendActor>,
+    payment: Addr<BackendActor>,
+    request_timeout: Duration,
+    stats: Arc<[Arc<BackendStats>; 2]>,
+    shed: Arc<AtomicU64>,
+}
+
+/// Why a request failed, as the client sees it.
+#[derive(Debug)]
+pub struct StoreError {
+    status: StatusCode,
+    message: String,
+}
+
+impl StoreError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for StoreError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+impl From<CallError> for StoreError {
+    fn from(error: CallError) -> Self {
+        StoreError::new(error.status(), error.to_string())
+    }
+}
+
+impl App {
+    /// Asks a backend actor, and reads its answer as a `T`.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        backend: &Addr<BackendActor>,
+        name: &str,
+        what: &str,
+        call: Call,
+    ) -> Result<T, StoreError> {
+        let answer = match backend.ask_timeout(call, self.request_timeout).await {
+            Ok(answer) => answer?,
+            Err(AskError::Timeout(waited)) => {
+                return Err(StoreError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!("no answer from the {name} service within {waited:?}"),
+                ))
+            }
+            Err(other) => {
+                return Err(StoreError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the {name} service's caller is unavailable: {other}"),
+                ))
+            }
+        };
+        serde_json::from_value(answer).map_err(|e| {
+            StoreError::new(
+                StatusCode::BAD_GATEWAY,
+                format!("the {name} service answered something that is not {what}: {e}"),
+            )
+        })
+    }
+
+    /// Searches.
+    pub async fn search(&self, query: &str) -> Result<SearchResults, StoreError> {
+        crate::check_query(query).map_err(|why| StoreError::new(StatusCode::BAD_REQUEST, why))?;
+        let path = format!("/search?q={}", percent_encode(query));
+        let call = Call {
+            method: Method::GET,
+            path,
+            body: None,
+        };
+        self.call(&self.search, "search", "search results", call)
+            .await
+    }
+
+    /// Pays.
+    pub async fn pay(&self, payment: Payment) -> Result<PaymentReceipt, StoreError> {
+        crate::check_amount(payment.amount_cents)
+            .map_err(|why| StoreError::new(StatusCode::BAD_REQUEST, why))?;
+        let body = serde_json::to_vec(&payment).map_err(|e| {
+            StoreError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding: {e}"))
+        })?;
+        let call = Call {
+            method: Method::POST,
+            path: "/pay".to_owned(),
+            body: Some(Bytes::from(body)),
+        };
+        self.call(&self.payment, "payment", "a payment receipt", call)
+            .await
+    }
+}
+
+/// Percent-encodes a query value (everything but unreserved characters).
+fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// Reads a JSON body, saying what is wrong with it.
+fn parse<T: DeserializeOwned>(
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    what: &str,
+) -> Result<T, StoreError> {
+    let body = body.map_err(|rejection| StoreError::new(rejection.status(), rejection.body_text()))?;
+    serde_json::from_slice(&body).map_err(|e| {
+        StoreError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the body is not a valid {what}: {e}"),
+        )
+    })
+}
+
+async fn index() -> Json<crate::IndexPage> {
+    Json(crate::index_page("troupe"))
+}
+
+#[derive(Deserialize)]
+struct SearchParams {
+    q: Option<String>,
+}
+
+async fn search_handler(
+    State(app): State<App>,
+    params: Result<Query<SearchParams>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<SearchResults>, StoreError> {
+    let Query(params) =
+        params.map_err(|r| StoreError::new(StatusCode::BAD_REQUEST, r.body_text()))?;
+    let query = params
+        .q
+        .ok_or_else(|| StoreError::new(StatusCode::BAD_REQUEST, "the query `q` is missing"))?;
+    Ok(Json(app.search(&query).await?))
+}
+
+async fn pay(
+    State(app): State<App>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Json<PaymentReceipt>, StoreError> {
+    let payment: Payment = parse(body, "payment")?;
+    Ok(Json(app.pay(payment).await?))
+}
+
+/// Search, then pay for the first hit: the seed's for-comprehension.
+async fn checkout(
+    State(app): State<App>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Json<CheckoutReceipt>, StoreError> {
+    let order: Checkout = parse(body, "checkout")?;
+    crate::check_amount(order.amount_cents)
+        .map_err(|why| StoreError::new(StatusCode::BAD_REQUEST, why))?;
+    let found = app.search(&order.query).await?;
+    let product = found.results.into_iter().next().ok_or_else(|| {
+        StoreError::new(
+            StatusCode::NOT_FOUND,
+            format!("nothing matches `{}`", order.query),
+        )
+    })?;
+    let payment = app
+        .pay(Payment {
+            item: product.id,
+            amount_cents: order.amount_cents,
+        })
+        .await?;
+    Ok(Json(CheckoutReceipt { product, payment }))
+}
+
+/// The store's counters, at `GET /admin/stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// The search backend's actor.
+    pub search: BackendSnapshot,
+    /// The payment backend's actor.
+    pub payment: BackendSnapshot,
+    /// Requests the edge shed (503) for being over its limit.
+    pub shed: u64,
+}
+
+async fn stats_handler(State(app): State<App>) -> Json<StoreStats> {
+    Json(StoreStats {
+        search: app.stats[0].snapshot(),
+        payment: app.stats[1].snapshot(),
+        shed: app.shed.load(Ordering::Relaxed),
+    })
+}
+
+async fn not_found() -> StoreError {
+    StoreError::new(StatusCode::NOT_FOUND, "no such endpoint")
+}
+
+async fn method_not_allowed() -> StoreError {
+    StoreError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this endpoint does not take that method",
+    )
+}
+
+/// The running store.
+pub struct ActorStore {
+    addr: SocketAddr,
+    system: System,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl ActorStore {
+    /// Starts the store on `listener`, on the current tokio runtime (troupe runs on it too:
+    /// one runtime, troupe adding only its workers and timer thread).
+    pub async fn start(
+        listener: tokio::net::TcpListener,
+        config: ActorStoreConfig,
+    ) -> anyhow::Result<ActorStore> {
+        config.check().map_err(anyhow::Error::msg)?;
+        let mut builder = System::builder()
+            .name("store")
+            .tokio_handle(tokio::runtime::Handle::current());
+        if let Some(workers) = config.workers {
+            builder = builder.workers(workers);
+        }
+        let system = builder.build()?;
+        let client: HttpClient = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build_http();
+        let stats: Arc<[Arc<BackendStats>; 2]> = Arc::new(Default::default());
+        let search = system.spawn(BackendActor::new(
+            "search",
+            config.search_url.trim_end_matches('/').to_owned(),
+            client.clone(),
+            &config,
+            stats[0].clone(),
+        ));
+        let payment = system.spawn(BackendActor::new(
+            "payment",
+            config.payment_url.trim_end_matches('/').to_owned(),
+            client,
+            &config,
+            stats[1].clone(),
+        ));
+        let shed = Arc::new(AtomicU64::new(0));
+        let app = App {
+            search,
+            payment,
+            request_timeout: config.request_timeout,
+            stats,
+            shed: shed.clone(),
+        };
+        let shedding = ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(move |_: tower::BoxError| {
+                let shed = shed.clone();
+                async move {
+                    shed.fetch_add(1, Ordering::Relaxed);
+                    StoreError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the store is at capacity; retry shortly",
+                    )
+                }
+            }))
+            .load_shed()
+            .concurrency_limit(config.max_concurrent_requests);
+        let router = Router::new()
+            .route("/", get(index))
+            .route("/search", get(search_handler))
+            .route("/pay", post(pay))
+            .route("/checkout", post(checkout))
+            .route("/admin/stats", get(stats_handler))
+            .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
+            .layer(axum::extract::DefaultBodyLimit::max(config.max_body))
+            .layer(shedding)
+            .with_state(app);
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Ok(ActorStore {
+            addr,
+            system,
+            stop: Some(stop),
+            server: Some(server),
+        })
+    }
+
+    /// The address it serves on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Graceful shutdown: stop taking requests, let those in progress finish (each bounded by
+    /// the request timeout), then stop the actors.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            match tokio::time::timeout(Duration::from_secs(10), server).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(error))) => eprintln!("the store's server failed: {error}"),
+                Ok(Err(error)) => eprintln!("the store's server task failed: {error}"),
+                Err(_) => eprintln!("requests still in progress after 10 s; stopping anyway"),
+            }
+        }
+        self.system.shutdown_async().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_are_percent_encoded() {
+        assert_eq!(percent_encode("red shoes&x=1"), "red%20shoes%26x%3D1");
+        assert_eq!(percent_encode("é"), "%C3%A9");
+        assert_eq!(percent_encode("a-b_c.d~"), "a-b_c.d~");
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let good = ActorStoreConfig::new("http://127.0.0.1:1", "http://127.0.0.1:2");
+        assert!(good.check().is_ok());
+        let mut bad = good.clone();
+        bad.search_url = "ftp://x".into();
+        assert!(bad.check().unwrap_err().contains("search URL"));
+        let mut bad = good.clone();
+        bad.request_timeout = Duration::from_millis(10);
+        assert!(bad.check().is_err());
+        let mut bad = good.clone();
+        bad.max_concurrent_requests = 0;
+        assert!(bad.check().is_err());
+        let mut bad = good;
+        bad.workers = Some(0);
+        assert!(bad.check().is_err());
+    }
+
+    #[test]
+    fn call_errors_map_to_statuses() {
+        assert_eq!(CallError::CircuitOpen("s").status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(CallError::BulkheadFull("s").status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            CallError::Timeout("s", Duration::from_secs(1)).status(),
+            StatusCode::GATEWAY_TIMEOUT
+        );
+        assert_eq!(CallError::Status("s", 502).status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(CallError::Garbage("s").status(), StatusCode::BAD_GATEWAY);
+    }
+}

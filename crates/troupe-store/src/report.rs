@@ -1,0 +1,270 @@
+//! The benchmark's results as JSON lines in the schema of `peers/PROTOCOL.md` (so the suite's
+//! tables include them) and as Markdown tables.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::bench::{BenchReport, StoreKind};
+use crate::load::{Kind, Summary};
+
+/// The median of `values` (the mean of the middle two for an even count); 0 if empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 0 {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    } else {
+        sorted[mid]
+    }
+}
+
+/// Every run's summary for one store, phase and kind, in run order.
+fn summaries<'a>(
+    report: &'a BenchReport,
+    store: StoreKind,
+    phase: &str,
+    kind: Kind,
+) -> Vec<&'a Summary> {
+    report
+        .closed
+        .iter()
+        .filter(|run| run.store == store)
+        .flat_map(|run| run.report.summaries.iter())
+        .filter(|s| s.phase == phase && s.kind == kind)
+        .collect()
+}
+
+fn stores(report: &BenchReport) -> Vec<StoreKind> {
+    let mut stores: Vec<StoreKind> = report.closed.iter().map(|run| run.store).collect();
+    stores.extend(report.capacity.iter().map(|c| c.store));
+    stores.sort();
+    stores.dedup();
+    stores
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|name| name.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    json!({
+        "cpu": cpu,
+        "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+        "os": std::env::consts::OS,
+        "runtime": format!("troupe-store {}", env!("CARGO_PKG_VERSION")),
+    })
+}
+
+fn record(
+    metric: &str,
+    store: StoreKind,
+    params: Value,
+    unit: &str,
+    samples: Vec<f64>,
+    validated: bool,
+    notes: &str,
+) -> Value {
+    let finite: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
+    let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    json!({
+        "scenario": "store",
+        "metric": metric,
+        "contender": store.contender(),
+        "params": params,
+        "unit": unit,
+        "median": median(&samples),
+        "min": if min.is_finite() { min } else { 0.0 },
+        "max": if max.is_finite() { max } else { 0.0 },
+        "samples": samples,
+        "validated": validated,
+        "notes": notes,
+        "machine": machine(),
+    })
+}
+
+fn notes(store: StoreKind) -> &'static str {
+    match store {
+        StoreKind::Troupe => {
+            "axum on tokio; one troupe actor per backend (bulkhead 64+100, 1 s call timeout, circuit breaker 50% of 20 calls, open 5 s); edge sheds past 1024 requests"
+        }
+        StoreKind::Threads => {
+            "tiny_http with 200 request threads (Tomcat's maxThreads); blocking ureq client, no timeouts"
+        }
+    }
+}
+
+/// The report as JSON values, one per line of output.
+pub fn records(report: &BenchReport) -> Vec<Value> {
+    let mut out = Vec::new();
+    for store in stores(report) {
+        for phase in &report.phases {
+            for kind in Kind::ALL {
+                let runs = summaries(report, store, phase, kind);
+                if runs.is_empty() {
+                    continue;
+                }
+                let params = json!({
+                    "phase": phase,
+                    "request": kind.name(),
+                    "users": report.users_per_kind,
+                });
+                // A run that got no answer at all for a kind did not measure it.
+                let validated = runs.iter().all(|s| s.requests > 0);
+                let pick = |f: fn(&Summary) -> f64| runs.iter().map(|s| f(s)).collect::<Vec<_>>();
+                for (metric, unit, samples) in [
+                    ("throughput", "req/s", pick(|s| s.throughput)),
+                    ("p50", "ms", pick(|s| s.p50_ms)),
+                    ("p90", "ms", pick(|s| s.p90_ms)),
+                    ("p99", "ms", pick(|s| s.p99_ms)),
+                    ("p999", "ms", pick(|s| s.p999_ms)),
+                    (
+                        "not_ok",
+                        "requests",
+                        pick(|s| (s.rejected + s.errors + s.failed + s.unfinished) as f64),
+                    ),
+                ] {
+                    out.push(record(
+                        metric,
+                        store,
+                        params.clone(),
+                        unit,
+                        samples,
+                        validated,
+                        notes(store),
+                    ));
+                }
+            }
+        }
+    }
+    for capacity in &report.capacity {
+        out.push(record(
+            "capacity",
+            capacity.store,
+            json!({ "request": "index", "p99_under_ms": report.open_p99_ms }),
+            "req/s",
+            vec![capacity.held.unwrap_or(0.0)],
+            !capacity.points.is_empty(),
+            "open model: the highest fixed arrival rate whose p99 (from each request's planned start) stayed under the bound, with no errors",
+        ));
+    }
+    out
+}
+
+/// The closed runs as a Markdown table: medians over runs.
+pub fn table(report: &BenchReport) -> String {
+    let mut out = String::from(
+        "| store | phase | request | answers/s | p50 ms | p90 ms | p99 ms | p99.9 ms | ok | 503 | other errors | no answer |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for store in stores(report) {
+        for phase in &report.phases {
+            for kind in Kind::ALL {
+                let runs = summaries(report, store, phase, kind);
+                if runs.is_empty() {
+                    continue;
+                }
+                let m = |f: fn(&Summary) -> f64| median(&runs.iter().map(|s| f(s)).collect::<Vec<_>>());
+                out.push_str(&format!(
+                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+                    store.contender(),
+                    phase,
+                    kind.name(),
+                    m(|s| s.throughput),
+                    fmt_ms(m(|s| s.p50_ms)),
+                    fmt_ms(m(|s| s.p90_ms)),
+                    fmt_ms(m(|s| s.p99_ms)),
+                    fmt_ms(m(|s| s.p999_ms)),
+                    m(|s| s.ok as f64),
+                    m(|s| s.rejected as f64),
+                    m(|s| s.errors as f64),
+                    m(|s| (s.failed + s.unfinished) as f64),
+                ));
+            }
+        }
+    }
+    if !report.capacity.is_empty() {
+        out.push_str(&format!(
+            "\n| store | highest index rate with p99 < {} ms | points (rate: p99 ms) |\n|---|---:|---|\n",
+            report.open_p99_ms
+        ));
+        for capacity in &report.capacity {
+            let points: Vec<String> = capacity
+                .points
+                .iter()
+                .map(|p| format!("{:.0}: {}", p.rate, fmt_ms(p.p99_ms)))
+                .collect();
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                capacity.store.contender(),
+                capacity
+                    .held
+                    .map_or("none".to_owned(), |rate| format!("{rate:.0}")),
+                points.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// Milliseconds, with the precision that matters at their size.
+pub fn fmt_ms(value: f64) -> String {
+    if value >= 100.0 {
+        format!("{value:.0}")
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+/// The troupe store's counters at the end of each run, a line each.
+pub fn counters(report: &BenchReport) -> String {
+    let mut out = String::new();
+    let mut by_run: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for run in &report.closed {
+        if let Some(stats) = &run.stats {
+            let s = &stats.search;
+            by_run.entry(run.run).or_default().push(format!(
+                "search actor: {} calls ({} ok, {} failed of which {} timed out), {} failed fast by the open breaker, {} refused by the bulkhead; breaker opened {} and closed {} times; edge shed {}",
+                s.calls, s.succeeded, s.failed, s.timed_out, s.failed_fast, s.refused, s.opened, s.closed, stats.shed
+            ));
+        }
+    }
+    for (run, lines) in by_run {
+        for line in lines {
+            out.push_str(&format!("run {}: {line}\n", run + 1));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[]), 0.0);
+        assert_eq!(median(&[3.0]), 3.0);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[f64::NAN, 1.0]), 1.0);
+    }
+
+    #[test]
+    fn milliseconds_are_printed_by_size() {
+        assert_eq!(fmt_ms(1234.5), "1234");
+        assert_eq!(fmt_ms(21.04), "21.0");
+        assert_eq!(fmt_ms(0.456), "0.46");
+    }
+}
