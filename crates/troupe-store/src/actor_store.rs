@@ -546,7 +546,8 @@ fn parse<T: DeserializeOwned>(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
     what: &str,
 ) -> Result<T, StoreError> {
-    let body = body.map_err(|rejection| StoreError::new(rejection.status(), rejection.body_text()))?;
+    let body =
+        body.map_err(|rejection| StoreError::new(rejection.status(), rejection.body_text()))?;
     serde_json::from_slice(&body).map_err(|e| {
         StoreError::new(
             StatusCode::BAD_REQUEST,
@@ -782,13 +783,22 @@ mod tests {
 
     #[test]
     fn call_errors_map_to_statuses() {
-        assert_eq!(CallError::CircuitOpen("s").status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(CallError::BulkheadFull("s").status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            CallError::CircuitOpen("s").status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            CallError::BulkheadFull("s").status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
         assert_eq!(
             CallError::Timeout("s", Duration::from_secs(1)).status(),
             StatusCode::GATEWAY_TIMEOUT
         );
-        assert_eq!(CallError::Status("s", 502).status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(
+            CallError::Status("s", 502).status(),
+            StatusCode::BAD_GATEWAY
+        );
         assert_eq!(CallError::Garbage("s").status(), StatusCode::BAD_GATEWAY);
     }
 }

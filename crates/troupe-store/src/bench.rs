@@ -44,6 +44,8 @@ impl StoreKind {
 pub struct BenchConfig {
     /// Repetitions (the figures are medians over them).
     pub runs: usize,
+    /// Run the closed model (the seed's users and phases).
+    pub closed_model: bool,
     /// The stores, in the order they run.
     pub stores: Vec<StoreKind>,
     /// The closed model (users, think times, phases).
@@ -74,6 +76,7 @@ impl BenchConfig {
         troupe.workers = None;
         Self {
             runs: 3,
+            closed_model: true,
             stores: vec![StoreKind::Troupe, StoreKind::Threads],
             closed: ClosedConfig {
                 users_per_kind: 300,
@@ -144,6 +147,9 @@ impl BenchConfig {
         }
         if self.threads == 0 || self.threads > 10_000 {
             bail!("--threads must be between 1 and 10000");
+        }
+        if !self.closed_model && !self.open {
+            bail!("nothing to run: the closed model and the open model are both off");
         }
         if self.open && (self.open_rates.is_empty() || self.open_connections == 0) {
             bail!("the open model needs rates and at least 1 connection");
@@ -227,7 +233,7 @@ impl Running {
         let payment = format!("http://{}", backends.payment_addr());
         match kind {
             StoreKind::Troupe => {
-                let rt = runtime("store-io", 2)?;
+                let rt = runtime("store-io", 1)?;
                 let mut store_config = config.troupe.clone();
                 store_config.search_url = search;
                 store_config.payment_url = payment;
@@ -241,7 +247,10 @@ impl Running {
                 let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
                 let mut store_config = ThreadStoreConfig::new(search, payment);
                 store_config.threads = config.threads;
-                Ok(Running::Threads(ThreadStore::start(listener, store_config)?))
+                Ok(Running::Threads(ThreadStore::start(
+                    listener,
+                    store_config,
+                )?))
             }
         }
     }
@@ -280,9 +289,12 @@ fn start_backends(rt: &tokio::runtime::Runtime, hang: Duration) -> Result<Backen
 /// Runs the benchmark; `progress` hears what is starting.
 pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
     config.check()?;
-    let load_rt = runtime("load", 2)?;
+    let load_rt = runtime("load", 1)?;
     let mut closed = Vec::new();
     for run in 0..config.runs {
+        if !config.closed_model {
+            break;
+        }
         for &kind in &config.stores {
             progress(&format!(
                 "run {}/{}: {} under the closed model ({} users per kind)",
@@ -299,7 +311,10 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
                 backends.search_addr(),
                 &config.closed,
             ));
-            let stats = load_rt.block_on(load::store_stats(store.addr()));
+            let stats = load_rt
+                .block_on(load::store_stats(store.addr()))
+                .ok()
+                .flatten();
             store.stop();
             backend_rt.block_on(backends.stop());
             backend_rt.shutdown_timeout(Duration::from_secs(5));
@@ -315,7 +330,10 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
     let mut capacity = Vec::new();
     if config.open {
         for &kind in &config.stores {
-            progress(&format!("{}: capacity search (open model)", kind.contender()));
+            progress(&format!(
+                "{}: capacity search (open model)",
+                kind.contender()
+            ));
             let backend_rt = runtime("backend", 2)?;
             let backends = start_backends(&backend_rt, config.hang)?;
             let store = Running::start(kind, config, &backends)?;
@@ -341,7 +359,12 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
     Ok(BenchReport {
         closed,
         capacity,
-        phases: config.closed.phases.iter().map(|p| p.name.clone()).collect(),
+        phases: config
+            .closed
+            .phases
+            .iter()
+            .map(|p| p.name.clone())
+            .collect(),
         users_per_kind: config.closed.users_per_kind,
         open_p99_ms: config.open_p99.as_secs_f64() * 1000.0,
     })

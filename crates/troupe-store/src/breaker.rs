@@ -307,8 +307,12 @@ mod tests {
         assert_eq!(breaker.phase(now), Phase::Closed, "3 calls < minimum 4");
         let mut breaker = Breaker::new(config());
         for i in 0..100 {
-            // 1 failure in 3: below 50%.
-            let outcome = if i % 3 == 0 { Outcome::Failure } else { Outcome::Success };
+            // 1 failure in 3, the first after two successes: below 50% in every window.
+            let outcome = if i % 3 == 2 {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            };
             call(&mut breaker, outcome, now).unwrap();
         }
         assert_eq!(breaker.phase(now), Phase::Closed);
@@ -326,7 +330,9 @@ mod tests {
         assert_eq!(breaker.phase(now), Phase::Open);
         assert_eq!(breaker.permit(now).unwrap_err(), Refused::Open);
         assert_eq!(
-            breaker.permit(now + Duration::from_millis(4_999)).unwrap_err(),
+            breaker
+                .permit(now + Duration::from_millis(4_999))
+                .unwrap_err(),
             Refused::Open
         );
         assert_eq!(breaker.transitions(), (1, 0));
@@ -336,22 +342,21 @@ mod tests {
     fn the_window_forgets_old_outcomes() {
         let now = Instant::now();
         let mut breaker = Breaker::new(config());
-        for _ in 0..4 {
-            call(&mut breaker, Outcome::Failure, now).unwrap();
-            if breaker.phase(now) == Phase::Open {
-                break;
-            }
-        }
-        // Opened at the 4th failure; a fresh breaker with old failures pushed out stays closed.
-        let mut breaker = Breaker::new(config());
-        for _ in 0..3 {
-            call(&mut breaker, Outcome::Failure, now).unwrap();
-        }
-        for _ in 0..10 {
+        // A hundred successes long ago do not dilute failures now: the rate is over the
+        // last 10 calls.
+        for _ in 0..100 {
             call(&mut breaker, Outcome::Success, now).unwrap();
         }
+        for _ in 0..4 {
+            call(&mut breaker, Outcome::Failure, now).unwrap();
+        }
+        assert_eq!(
+            breaker.phase(now),
+            Phase::Closed,
+            "4 failures in the last 10"
+        );
         call(&mut breaker, Outcome::Failure, now).unwrap();
-        assert_eq!(breaker.phase(now), Phase::Closed, "1 failure in the last 10");
+        assert_eq!(breaker.phase(now), Phase::Open, "5 failures in the last 10");
     }
 
     fn opened(now: Instant) -> Breaker {
@@ -371,7 +376,11 @@ mod tests {
         assert_eq!(breaker.phase(later), Phase::HalfOpen);
         let first = breaker.permit(later).unwrap();
         let second = breaker.permit(later).unwrap();
-        assert_eq!(breaker.permit(later).unwrap_err(), Refused::Open, "2 probes at most");
+        assert_eq!(
+            breaker.permit(later).unwrap_err(),
+            Refused::Open,
+            "2 probes at most"
+        );
         breaker.record(first, Outcome::Success, later);
         assert_eq!(breaker.phase(later), Phase::HalfOpen);
         breaker.record(second, Outcome::Success, later);
@@ -392,7 +401,10 @@ mod tests {
             breaker.phase(later + Duration::from_millis(4_999)),
             Phase::Open
         );
-        assert_eq!(breaker.phase(later + Duration::from_secs(5)), Phase::HalfOpen);
+        assert_eq!(
+            breaker.phase(later + Duration::from_secs(5)),
+            Phase::HalfOpen
+        );
         assert_eq!(breaker.transitions(), (2, 0));
     }
 
@@ -418,21 +430,49 @@ mod tests {
         breaker.record(stale, Outcome::Success, again);
         assert_eq!(breaker.phase(again), Phase::HalfOpen);
         breaker.record(fresh, Outcome::Success, again);
-        assert_eq!(breaker.phase(again), Phase::HalfOpen, "one of two probes back");
+        assert_eq!(
+            breaker.phase(again),
+            Phase::HalfOpen,
+            "one of two probes back"
+        );
     }
 
     #[test]
     fn settings_are_checked() {
         assert!(BreakerConfig::default().check().is_ok());
         for bad in [
-            BreakerConfig { window: 0, ..config() },
-            BreakerConfig { minimum_calls: 0, ..config() },
-            BreakerConfig { minimum_calls: 11, ..config() },
-            BreakerConfig { failure_threshold: 0.0, ..config() },
-            BreakerConfig { failure_threshold: 1.5, ..config() },
-            BreakerConfig { failure_threshold: f64::NAN, ..config() },
-            BreakerConfig { open_for: Duration::ZERO, ..config() },
-            BreakerConfig { half_open_calls: 0, ..config() },
+            BreakerConfig {
+                window: 0,
+                ..config()
+            },
+            BreakerConfig {
+                minimum_calls: 0,
+                ..config()
+            },
+            BreakerConfig {
+                minimum_calls: 11,
+                ..config()
+            },
+            BreakerConfig {
+                failure_threshold: 0.0,
+                ..config()
+            },
+            BreakerConfig {
+                failure_threshold: 1.5,
+                ..config()
+            },
+            BreakerConfig {
+                failure_threshold: f64::NAN,
+                ..config()
+            },
+            BreakerConfig {
+                open_for: Duration::ZERO,
+                ..config()
+            },
+            BreakerConfig {
+                half_open_calls: 0,
+                ..config()
+            },
         ] {
             assert!(bad.check().is_err(), "{bad:?}");
         }

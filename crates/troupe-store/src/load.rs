@@ -338,32 +338,62 @@ pub async fn switch_search(search: std::net::SocketAddr, mode: SearchMode) -> Re
         .map_err(|e| e.to_string())?;
     match connection.exchange(request).await? {
         200 => Ok(()),
-        status => Err(format!("the search service's admin endpoint answered {status}")),
+        status => Err(format!(
+            "the search service's admin endpoint answered {status}"
+        )),
     }
 }
 
-/// Reads the store's `/admin/stats` (the troupe store has it; the baseline answers 404).
+/// Reads the store's `/admin/stats`: `Ok(None)` if the store has none (the baseline answers
+/// 404), `Err` if it did not answer.
 pub async fn store_stats(
     store: std::net::SocketAddr,
-) -> Option<crate::actor_store::StoreStats> {
-    let stream = tokio::net::TcpStream::connect(store).await.ok()?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .ok()?;
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
+) -> Result<Option<crate::actor_store::StoreStats>, String> {
+    let mut connection = Connection::new(store);
+    let sender = connection.sender().await?;
     let request = hyper::Request::builder()
         .uri("/admin/stats")
         .header("host", store.to_string())
         .body(Full::new(Bytes::new()))
-        .ok()?;
-    let response = sender.send_request(request).await.ok()?;
-    if !response.status().is_success() {
-        return None;
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    if response.status() == hyper::StatusCode::NOT_FOUND {
+        return Ok(None);
     }
-    let body = response.into_body().collect().await.ok()?.to_bytes();
-    serde_json::from_slice(&body).ok()
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// Samples the store's search breaker once a second until `end` (each look bounded by half a
+/// second, so a store that does not answer cannot hold the sampler), stopping at once if the
+/// store has no counters.
+async fn sample_breaker(
+    store: std::net::SocketAddr,
+    start: Instant,
+    end: Instant,
+) -> Vec<(u64, String)> {
+    let mut samples = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    while Instant::now() < end {
+        tick.tick().await;
+        match tokio::time::timeout(Duration::from_millis(500), store_stats(store)).await {
+            Ok(Ok(Some(stats))) => samples.push((start.elapsed().as_secs(), stats.search.breaker)),
+            Ok(Ok(None)) => break,
+            Ok(Err(_)) | Err(_) => {}
+        }
+    }
+    samples
 }
 
 /// Runs the seed's closed model against the store at `store`, switching the search service
@@ -440,42 +470,18 @@ pub async fn closed(
             }));
         }
     }
-    // Phases, and one look at the store's breaker per second.
-    let mut breaker = Vec::new();
+    // The store's breaker, once a second, on a task of its own.
+    let sampler = tokio::spawn(sample_breaker(store, start, end));
+    // The phases: nothing else happens on this task, so each switch is on time.
     let mut phase_starts = vec![(config.phases[0].name.clone(), 0.0)];
-    let mut next_phase = 1;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        let now = Instant::now();
-        if now >= end {
-            break;
-        }
-        while next_phase < config.phases.len() && now >= phase_ends[next_phase - 1] {
-            let phase = &config.phases[next_phase];
-            switch_search(search, phase.search).await?;
-            phase_starts.push((
-                phase.name.clone(),
-                phase_ends[next_phase - 1]
-                    .duration_since(start)
-                    .as_secs_f64(),
-            ));
-            next_phase += 1;
-        }
-        let wake = phase_ends
-            .get(next_phase - 1)
-            .copied()
-            .unwrap_or(end)
-            .min(now + Duration::from_secs(1));
-        tokio::select! {
-            _ = tick.tick() => {
-                if let Some(stats) = store_stats(store).await {
-                    breaker.push((start.elapsed().as_secs(), stats.search.breaker));
-                }
-            }
-            _ = tokio::time::sleep_until(wake.into()) => {}
-        }
+    for (index, phase) in config.phases.iter().enumerate().skip(1) {
+        let at = phase_ends[index - 1];
+        tokio::time::sleep_until(at.into()).await;
+        switch_search(search, phase.search).await?;
+        phase_starts.push((phase.name.clone(), at.duration_since(start).as_secs_f64()));
     }
+    tokio::time::sleep_until(end.into()).await;
+    let breaker = sampler.await.unwrap_or_default();
     // Let requests in progress finish, up to the drain time; the rest are unfinished.
     let drain_end = Instant::now() + config.drain;
     while Instant::now() < drain_end && !in_flight.lock().unwrap().is_empty() {
@@ -517,7 +523,11 @@ pub async fn closed(
                 p90_ms: ms(h, 0.9),
                 p99_ms: ms(h, 0.99),
                 p999_ms: ms(h, 0.999),
-                max_ms: if h.is_empty() { 0.0 } else { h.max() as f64 / 1000.0 },
+                max_ms: if h.is_empty() {
+                    0.0
+                } else {
+                    h.max() as f64 / 1000.0
+                },
             });
         }
     }
@@ -540,6 +550,9 @@ pub async fn closed(
         phase_starts,
     })
 }
+
+/// The async runtime's timer resolution.
+const TIMER_GRAIN: Duration = Duration::from_millis(1);
 
 /// An open run's result at one arrival rate.
 #[derive(Debug, Clone, Serialize)]
@@ -583,13 +596,18 @@ pub async fn open(
             let mut k = c;
             while k < total {
                 let planned = start + Duration::from_secs_f64(k as f64 * interval);
-                tokio::time::sleep_until(planned.into()).await;
+                // The runtime's timer has a 1 ms grain and wakes late by up to that much: wake
+                // up to 1 ms early instead. A request sent early is timed from when it was
+                // sent; one sent late (the store or the connection behind) from when it was
+                // planned, so the wait is charged to the store.
+                tokio::time::sleep_until((planned - TIMER_GRAIN).into()).await;
+                let sent = Instant::now();
                 let request = kind.request(&connection.host, k);
                 match connection.exchange(request).await {
                     Ok(status) if (200..300).contains(&status) => ok += 1,
                     _ => errors += 1,
                 }
-                let _ = h.record(micros(planned.elapsed()));
+                let _ = h.record(micros(sent.min(planned).elapsed()));
                 k += connections as u64;
             }
             (h, ok, errors)

@@ -166,6 +166,15 @@ struct BenchArgs {
     /// Skip the open model's capacity search.
     #[arg(long)]
     no_open: bool,
+    /// Skip the closed model (run only the capacity search).
+    #[arg(long)]
+    no_closed: bool,
+    /// Connections the open model uses.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    connections: Option<u64>,
+    /// Seconds per rate in the capacity search.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600))]
+    step_secs: Option<u64>,
     /// Print JSON lines (the schema of peers/PROTOCOL.md) instead of the table.
     #[arg(long)]
     json: bool,
@@ -202,6 +211,15 @@ impl BenchArgs {
         }
         if self.no_open {
             config.open = false;
+        }
+        if self.no_closed {
+            config.closed_model = false;
+        }
+        if let Some(connections) = self.connections {
+            config.open_connections = connections as usize;
+        }
+        if let Some(step) = self.step_secs {
+            config.open_step = Duration::from_secs(step);
         }
         config.check()?;
         Ok(config)
@@ -261,7 +279,10 @@ fn serve(args: ServeArgs) -> Result<()> {
                     .await
                     .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
                 let store = ActorStore::start(listener, config).await?;
-                println!("troupe store on http://{}; Ctrl-C stops", store.local_addr());
+                println!(
+                    "troupe store on http://{}; Ctrl-C stops",
+                    store.local_addr()
+                );
                 tokio::signal::ctrl_c().await?;
                 store.stop().await;
                 Ok(())

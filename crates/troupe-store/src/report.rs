@@ -16,7 +16,7 @@ pub fn median(values: &[f64]) -> f64 {
     }
     sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 0 {
+    if sorted.len().is_multiple_of(2) {
         (sorted[mid - 1] + sorted[mid]) / 2.0
     } else {
         sorted[mid]
@@ -173,7 +173,8 @@ pub fn table(report: &BenchReport) -> String {
                 if runs.is_empty() {
                     continue;
                 }
-                let m = |f: fn(&Summary) -> f64| median(&runs.iter().map(|s| f(s)).collect::<Vec<_>>());
+                let m =
+                    |f: fn(&Summary) -> f64| median(&runs.iter().map(|s| f(s)).collect::<Vec<_>>());
                 out.push_str(&format!(
                     "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
                     store.contender(),
