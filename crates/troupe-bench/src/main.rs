@@ -11,6 +11,7 @@ mod features;
 mod report;
 mod ring;
 mod spawn;
+mod store;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
@@ -106,7 +107,18 @@ enum Command {
         #[arg(long, value_enum, default_value_t = chain::Mode::Actors)]
         mode: chain::Mode,
     },
-    /// Every scenario with the seeds' sizes (about a minute on 2 cores).
+    /// Seed 001: the online store on troupe beside a thread-per-request store, under the
+    /// seed's load (300 users per kind), healthy and with search hanging 30 s per call; then
+    /// the highest index rate with p99 under 10 ms (more options: `troupe-store bench`).
+    Store {
+        /// Repetitions.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+        runs: u64,
+        /// Skip the capacity search.
+        #[arg(long)]
+        no_open: bool,
+    },
+    /// Every scenario with the seeds' sizes (about four minutes on 2 cores).
     All {
         /// Also run the chain of 10,000 OS threads (takes many minutes).
         #[arg(long)]
@@ -247,6 +259,9 @@ fn main() -> Result<()> {
             mode,
             g.placement.into(),
         ),
+        Command::Store { runs, no_open } => {
+            store::run(&runner, &store::config(quick, runs as usize, !no_open))
+        }
         Command::All { full } => all(&runner, &config, quick, full),
         Command::Compare {
             scenarios,
@@ -377,5 +392,6 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
     for &n in thread_chains {
         chain::run(&long, config, n, chain::Mode::Threads, Placement::Pool)?;
     }
+    store::run(runner, &store::config(quick, 1, true))?;
     Ok(())
 }

@@ -70,7 +70,8 @@ pub struct BenchConfig {
 
 impl BenchConfig {
     /// The seed's sizes: 300 users per kind thinking 500-1500 ms; 20 s healthy, 40 s with
-    /// search hanging for 30 s per call, 20 s recovered; 3 repetitions; the capacity search.
+    /// search hanging for 30 s per call, 40 s recovered; 3 repetitions, each with the
+    /// capacity search.
     pub fn seed() -> Self {
         let mut troupe = ActorStoreConfig::new("http://127.0.0.1:1", "http://127.0.0.1:1");
         troupe.workers = None;
@@ -84,7 +85,9 @@ impl BenchConfig {
                 phases: vec![
                     phase("healthy", 20, SearchMode::Healthy),
                     phase("search_hangs", 40, SearchMode::Hang),
-                    phase("recovered", 20, SearchMode::Healthy),
+                    // Longer than the hang: the baseline's threads are held by calls made
+                    // while search hung for up to 30 s after it recovers.
+                    phase("recovered", 40, SearchMode::Healthy),
                 ],
                 give_up_after: Duration::from_secs(120),
                 drain: Duration::from_secs(5),
@@ -191,6 +194,8 @@ pub struct ClosedRun {
 pub struct Capacity {
     /// Which store.
     pub store: StoreKind,
+    /// Which repetition (0-based).
+    pub run: usize,
     /// Every rate tried, with its result.
     pub points: Vec<OpenPoint>,
     /// The highest rate whose p99 stayed under the bound.
@@ -328,10 +333,15 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
         }
     }
     let mut capacity = Vec::new();
-    if config.open {
+    for run in 0..config.runs {
+        if !config.open {
+            break;
+        }
         for &kind in &config.stores {
             progress(&format!(
-                "{}: capacity search (open model)",
+                "run {}/{}: {} capacity search (open model)",
+                run + 1,
+                config.runs,
                 kind.contender()
             ));
             let backend_rt = runtime("backend", 2)?;
@@ -350,6 +360,7 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
             let (points, held) = result.map_err(anyhow::Error::msg)?;
             capacity.push(Capacity {
                 store: kind,
+                run,
                 points,
                 held,
             });

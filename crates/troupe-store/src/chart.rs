@@ -814,10 +814,17 @@ fn capacity_chart(report: &BenchReport, root: &Area<'_>) -> Drawn {
         root,
         "Capacity (open model, GET /, healthy backends): p99 latency against offered rate",
     )?;
+    // The points of each store's first run; what held, as the median over its runs.
     let lines: Vec<CapacityLine> = report
         .capacity
         .iter()
-        .map(|capacity| {
+        .enumerate()
+        .filter(|(i, capacity)| {
+            !report.capacity[..*i]
+                .iter()
+                .any(|earlier| earlier.store == capacity.store)
+        })
+        .map(|(_, capacity)| {
             let mut points: Vec<(f64, f64)> = capacity
                 .points
                 .iter()
@@ -825,7 +832,13 @@ fn capacity_chart(report: &BenchReport, root: &Area<'_>) -> Drawn {
                 .map(|p| (p.rate, p.p99_ms))
                 .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let held = capacity.held.filter(|rate| rate.is_finite());
+            let helds: Vec<f64> = report
+                .capacity
+                .iter()
+                .filter(|c| c.store == capacity.store)
+                .filter_map(|c| c.held.filter(|rate| rate.is_finite()))
+                .collect();
+            let held = (!helds.is_empty()).then(|| crate::report::median(&helds));
             CapacityLine {
                 store: capacity.store,
                 held,
@@ -1050,11 +1063,13 @@ mod tests {
             ],
             capacity: vec![
                 Capacity {
+                    run: 0,
                     store: StoreKind::Troupe,
                     points: vec![point(2_000.0, 0.8), point(5_000.0, 2.5)],
                     held: Some(5_000.0),
                 },
                 Capacity {
+                    run: 0,
                     store: StoreKind::Threads,
                     points: vec![point(2_000.0, 1.5), point(5_000.0, 40.0)],
                     held: Some(2_000.0),
@@ -1208,11 +1223,13 @@ mod tests {
             closed: vec![run],
             capacity: vec![
                 Capacity {
+                    run: 0,
                     store: StoreKind::Threads,
                     points: Vec::new(),
                     held: None,
                 },
                 Capacity {
+                    run: 0,
                     store: StoreKind::Troupe,
                     points: vec![point(f64::NAN, 1.0), point(1_000.0, 0.0)],
                     held: Some(f64::NAN),

@@ -147,14 +147,23 @@ pub fn records(report: &BenchReport) -> Vec<Value> {
             }
         }
     }
-    for capacity in &report.capacity {
+    for store in stores(report) {
+        let runs: Vec<f64> = report
+            .capacity
+            .iter()
+            .filter(|c| c.store == store)
+            .map(|c| c.held.unwrap_or(0.0))
+            .collect();
+        if runs.is_empty() {
+            continue;
+        }
         out.push(record(
             "capacity",
-            capacity.store,
+            store,
             json!({ "request": "index", "p99_under_ms": report.open_p99_ms }),
             "req/s",
-            vec![capacity.held.unwrap_or(0.0)],
-            !capacity.points.is_empty(),
+            runs,
+            true,
             "open model: the highest fixed arrival rate whose p99 (from each request's planned start) stayed under the bound, with no errors",
         ));
     }
@@ -205,8 +214,9 @@ pub fn table(report: &BenchReport) -> String {
                 .map(|p| format!("{:.0}: {}", p.rate, fmt_ms(p.p99_ms)))
                 .collect();
             out.push_str(&format!(
-                "| {} | {} | {} |\n",
+                "| {} (run {}) | {} | {} |\n",
                 capacity.store.contender(),
+                capacity.run + 1,
                 capacity
                     .held
                     .map_or("none".to_owned(), |rate| format!("{rate:.0}")),
