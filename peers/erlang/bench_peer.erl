@@ -120,7 +120,7 @@ scenario("counter", Opts, Warmup, Repeat) ->
     [line("counter", "throughput", "msgs/s", Params, [T || {T, _} <- Reps], all_ok(Reps),
           "counting process with a tail-recursive receive loop and message_queue_data off_heap, "
           "producers are processes, "
-          "GetAndReset is a ref-tagged request-reply")];
+          "GetAndReset is a ref-tagged request-reply answered once every producer's done marker is in")];
 
 scenario("chain", Opts, Warmup, Repeat) ->
     N = int_opt(Opts, "length", undefined, 1),
@@ -263,9 +263,19 @@ counter(P, K, Rep) ->
     %% The counting process gets many messages from several senders: keeping
     %% its queue off the process heap (an OTP option meant for this case)
     %% spares senders a lock on its heap and its GC from copying the queue.
-    Counter = spawn_opt(fun() -> counter_loop(0) end, [{message_queue_data, off_heap}]),
+    Counter = spawn_opt(fun() -> counter_loop(0, 0, P, none) end,
+                        [{message_queue_data, off_heap}]),
     T0 = now_ns(),
-    [spawn(fun() -> produce(Counter, K), Parent ! produced end) || _ <- lists:seq(1, P)],
+    [spawn(fun() ->
+               produce(Counter, K),
+               %% Erlang orders messages only per pair of processes: a producer's
+               %% last Adds may still be on their way when another process's
+               %% get_and_reset arrives. This marker follows the producer's own
+               %% Adds on the same pair, so the counter answers only once every
+               %% producer's marker, and so every Add, is in.
+               Counter ! producer_done,
+               Parent ! produced
+           end) || _ <- lists:seq(1, P)],
     Finished = collect(produced, P, 0),
     %% Every producer is done: ask for the sum (request-reply).
     Ref = make_ref(),
@@ -278,13 +288,23 @@ counter(P, K, Rep) ->
     progress("counter ~s: ~b msgs/s, sum ~b~s", [rep(Rep), round(Throughput), Sum, check(Ok)]),
     {Throughput, Ok}.
 
-counter_loop(State) ->
+%% State: the sum; Done: producers whose marker has arrived, of P; Pending: a
+%% get_and_reset that arrived before every marker, answered when the last comes.
+counter_loop(State, Done, P, Pending) ->
     receive
         {add, N} ->
-            counter_loop(State + N);
-        {get_and_reset, From, Ref} ->
+            counter_loop(State + N, Done, P, Pending);
+        producer_done when Done + 1 =:= P, Pending =/= none ->
+            {From, Ref} = Pending,
             From ! {Ref, State},
-            counter_loop(0);
+            counter_loop(0, 0, P, none);
+        producer_done ->
+            counter_loop(State, Done + 1, P, Pending);
+        {get_and_reset, From, Ref} when Done =:= P ->
+            From ! {Ref, State},
+            counter_loop(0, 0, P, none);
+        {get_and_reset, From, Ref} ->
+            counter_loop(State, Done, P, {From, Ref});
         stop ->
             ok
     end.

@@ -735,6 +735,9 @@ pub fn default_peers_dir() -> PathBuf {
 }
 
 /// Fails with a clear message when an option makes no sense.
+/// Checks the options before anything runs: the peers folder, every contender named in
+/// `--contenders` (a typo is an error naming the known ones, not a contender silently
+/// dropped), and the results folder (created now, so a long run cannot end unable to write).
 pub fn validate(options: &CompareOptions) -> Result<()> {
     if !options.peers_dir.is_dir() {
         return Err(anyhow!(
@@ -742,6 +745,35 @@ pub fn validate(options: &CompareOptions) -> Result<()> {
             options.peers_dir.display()
         ));
     }
+    if !options.only.is_empty() {
+        let mut known: Vec<String> = local_contenders()?.into_iter().map(|c| c.name).collect();
+        let entries = std::fs::read_dir(&options.peers_dir)
+            .with_context(|| format!("reading the peers folder {}", options.peers_dir.display()))?;
+        for entry in entries.flatten() {
+            let manifest_path = entry.path().join("peer.json");
+            if !manifest_path.is_file() {
+                continue;
+            }
+            let text = std::fs::read_to_string(&manifest_path)
+                .with_context(|| format!("reading {}", manifest_path.display()))?;
+            let manifest: Manifest = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", manifest_path.display()))?;
+            known.extend(manifest.contenders.into_iter().map(|c| c.name));
+        }
+        known.sort();
+        if let Some(unknown) = options.only.iter().find(|name| !known.contains(name)) {
+            bail!(
+                "no contender is called `{unknown}`; the contenders are: {}",
+                known.join(", ")
+            );
+        }
+    }
+    std::fs::create_dir_all(&options.results_dir).with_context(|| {
+        format!(
+            "creating the results folder {}",
+            options.results_dir.display()
+        )
+    })?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ mod ring;
 mod spawn;
 mod store;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::{Args, Parser, Subcommand};
 use troupe::{Placement, System};
 
@@ -34,24 +34,24 @@ struct Cli {
 
 #[derive(Args, Debug, Clone)]
 struct Global {
-    /// Measured repetitions of each scenario.
-    #[arg(long, global = true, default_value_t = 5)]
-    repeat: usize,
-    /// Unmeasured warm-up repetitions before the measured ones.
-    #[arg(long, global = true, default_value_t = 1)]
-    warmup: usize,
+    /// Measured repetitions of each scenario (1-1000).
+    #[arg(long, global = true, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeat: u64,
+    /// Unmeasured warm-up repetitions before the measured ones (0-1000).
+    #[arg(long, global = true, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    warmup: u64,
     /// Print one JSON object per result (JSON Lines) instead of text.
     #[arg(long, global = true)]
     json: bool,
     /// Tiny sizes and 2 repetitions: proves every scenario works end to end in seconds.
     #[arg(long, global = true)]
     quick: bool,
-    /// Worker threads in troupe's pool (default: one per core).
-    #[arg(long, global = true)]
-    workers: Option<usize>,
-    /// Messages an actor handles per turn before yielding its worker.
-    #[arg(long, global = true, default_value_t = 64)]
-    throughput: usize,
+    /// Worker threads in troupe's pool (1-1024; default: one per core).
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    workers: Option<u64>,
+    /// Messages an actor handles per turn before yielding its worker (1-1000000).
+    #[arg(long, global = true, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    throughput: u64,
     /// Where the scenario's actors run: `pool` (lightweight) or `thread` (one OS thread each;
     /// ring, counter and chain).
     #[arg(long, global = true, value_enum, default_value_t = PlacementArg::Pool)]
@@ -62,48 +62,57 @@ struct Global {
 enum Command {
     /// Seed 000: N actors in a ring pass a token M times around.
     Ring {
-        #[arg(long, default_value_t = 100)]
+        /// Actors in the ring (2-10000000; about 220 bytes each).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(2..=10_000_000))]
         actors: u32,
-        #[arg(long, default_value_t = 1_000_000)]
+        /// Times the token goes round (1-10000000000).
+        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
         rounds: u64,
-        /// Give every node a bounded mailbox of this capacity (to see what bounding costs).
-        #[arg(long)]
-        bounded: Option<usize>,
+        /// Give every node a bounded mailbox of this capacity (2-1000000), to see what bounding
+        /// costs (a node may hold its setup message and the token at once).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+        bounded: Option<u64>,
     },
     /// The cost of a supervised restart: N messages that each panic a supervised child.
     Restart {
-        #[arg(long, default_value_t = 100_000)]
+        /// Panicking messages (1-100000000).
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
         failures: u64,
     },
     /// Ask round trips between two actors: a plain reply, and one deferred (ctx.reply_later)
     /// and sent from a pipe continuation.
     Ask {
-        #[arg(long, default_value_t = 100_000)]
+        /// Asks per measurement (1-1000000000).
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
         asks: u64,
     },
     /// Timer throughput: N timers scheduled by an actor (then again, cancelling every other).
     Timers {
-        #[arg(long, default_value_t = 1_000_000)]
+        /// Timers scheduled (1-100000000).
+        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
         timers: u64,
     },
     /// Seed 000 at scale: spawn N idle actors; time per spawn, memory per actor.
     Spawn {
-        #[arg(long, default_value_t = 1_000_000)]
-        actors: usize,
+        /// Actors spawned (1-20000000; about 220 bytes each).
+        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=20_000_000))]
+        actors: u64,
     },
     /// Seed 002: P producers tell K messages each to one counting actor, then ask for the sum.
     Counter {
-        /// Producers (default: one per worker).
-        #[arg(long)]
-        producers: Option<usize>,
-        /// Messages per producer; repeat the flag or give a list (default: the seed's series).
-        #[arg(long, value_delimiter = ',')]
+        /// Producers (1-1024; default: one per worker).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        producers: Option<u64>,
+        /// Messages per producer (1-1000000000 each); repeat the flag or give a list (default:
+        /// the seed's series).
+        #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
         per_producer: Vec<u64>,
     },
     /// Seed 004: a chain of N stages carries N messages (N² hops).
     Chain {
-        #[arg(long, default_value_t = 1_000)]
-        length: usize,
+        /// Stages, and messages (2-100000 for actors, 2-20000 for threads: N² hops).
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(2..=100_000))]
+        length: u64,
         #[arg(long, value_enum, default_value_t = chain::Mode::Actors)]
         mode: chain::Mode,
     },
@@ -189,18 +198,78 @@ impl SystemConfig {
     }
 }
 
+/// Options that set a scenario's size, which `--quick` would override.
+const SIZES: &[&str] = &[
+    "actors",
+    "rounds",
+    "bounded",
+    "failures",
+    "asks",
+    "timers",
+    "producers",
+    "per_producer",
+    "length",
+    "runs",
+];
+
+/// Contradictions the parser cannot see, each a one-line error before anything runs.
+fn check_combinations(matches: &clap::ArgMatches, cli: &Cli) -> Result<()> {
+    use clap::parser::ValueSource;
+    let Some((name, sub)) = matches.subcommand() else {
+        return Ok(());
+    };
+    let given = |id: &str| {
+        sub.ids().any(|known| known.as_str() == id)
+            && sub.value_source(id) == Some(ValueSource::CommandLine)
+    };
+    if cli.global.quick && name != "compare" {
+        if let Some(size) = SIZES.iter().find(|id| given(id)) {
+            bail!(
+                "--quick sets the sizes itself: drop --{} or --quick",
+                size.replace('_', "-")
+            );
+        }
+    }
+    if given("placement") {
+        let takes_placement = match &cli.command {
+            Command::Ring { .. } | Command::Counter { .. } => true,
+            Command::Chain { mode, .. } => *mode == chain::Mode::Actors,
+            _ => false,
+        };
+        if !takes_placement {
+            bail!("--placement applies to ring, counter and chain with --mode actors only (not {name})");
+        }
+    }
+    if let Command::Chain {
+        length,
+        mode: chain::Mode::Threads,
+    } = &cli.command
+    {
+        if *length > 20_000 {
+            bail!("a chain of OS threads is at most 20000 long (each stage is a thread); {length} asked");
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    check_combinations(&matches, &cli)?;
     let g = &cli.global;
     let runner = Runner {
-        warmup: if g.quick { g.warmup.min(1) } else { g.warmup },
-        repeat: if g.quick { g.repeat.min(2) } else { g.repeat },
+        warmup: if g.quick { g.warmup.min(1) } else { g.warmup } as usize,
+        repeat: if g.quick { g.repeat.min(2) } else { g.repeat } as usize,
         json: g.json,
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let config = SystemConfig {
-        workers: g.workers.unwrap_or(cores),
-        throughput: g.throughput,
+        workers: g.workers.map_or(cores, |w| w as usize),
+        throughput: g.throughput as usize,
     };
     let quick = g.quick;
 
@@ -235,27 +304,27 @@ fn main() -> Result<()> {
                     actors,
                     rounds,
                     placement: g.placement.into(),
-                    bounded,
+                    bounded: bounded.map(|b| b as usize),
                 },
             )
         }
         Command::Spawn { actors } => spawn::run(
             &runner,
             &config,
-            if quick { actors.min(1000) } else { actors },
+            if quick { actors.min(1000) } else { actors } as usize,
         ),
         Command::Counter {
             producers,
             per_producer,
         } => {
-            let producers = producers.unwrap_or(config.workers);
+            let producers = producers.map_or(config.workers, |p| p as usize);
             let per = counter_series(per_producer, quick);
             counter::run(&runner, &config, producers, &per, g.placement.into())
         }
         Command::Chain { length, mode } => chain::run(
             &runner,
             &config,
-            if quick { length.min(100) } else { length },
+            if quick { length.min(100) } else { length } as usize,
             mode,
             g.placement.into(),
         ),
@@ -300,7 +369,7 @@ fn main() -> Result<()> {
                 repeat: if quick {
                     1
                 } else {
-                    g.repeat.min(runner.repeat)
+                    (g.repeat as usize).min(runner.repeat)
                 },
                 json: g.json,
             };

@@ -632,8 +632,9 @@ pub async fn open(
     })
 }
 
-/// The capacity search: rising rates until p99 reaches `p99_bound` (or errors appear, or the
-/// achieved rate falls 5% short); returns every point measured and the highest rate that held.
+/// The capacity search: one unmeasured second at the first rate, then rising rates until p99
+/// reaches `p99_bound` (or errors appear, or the achieved rate falls 5% short); returns every
+/// point measured and the highest rate that held.
 pub async fn capacity(
     store: std::net::SocketAddr,
     rates: &[f64],
@@ -641,6 +642,10 @@ pub async fn capacity(
     connections: usize,
     p99_bound: Duration,
 ) -> Result<(Vec<OpenPoint>, Option<f64>), String> {
+    // Unmeasured first: connections opened, threads started, caches warm.
+    if let Some(&first) = rates.first() {
+        open(store, Kind::Index, first, Duration::from_secs(1), connections).await?;
+    }
     let mut points = Vec::new();
     let mut held = None;
     for &rate in rates {
