@@ -644,7 +644,14 @@ pub async fn capacity(
 ) -> Result<(Vec<OpenPoint>, Option<f64>), String> {
     // Unmeasured first: connections opened, threads started, caches warm.
     if let Some(&first) = rates.first() {
-        open(store, Kind::Index, first, Duration::from_secs(1), connections).await?;
+        open(
+            store,
+            Kind::Index,
+            first,
+            Duration::from_secs(1),
+            connections,
+        )
+        .await?;
     }
     let mut points = Vec::new();
     let mut held = None;
