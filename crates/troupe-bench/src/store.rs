@@ -9,7 +9,7 @@ use troupe_store::backends::SearchMode;
 use troupe_store::bench::{self, BenchConfig};
 use troupe_store::load::Phase;
 
-use crate::report::{Record, Runner};
+use crate::report::{Machine, Record, Runner};
 
 /// The sizes the suite runs: the seed's 300 users per kind and its 30 s hang, in one
 /// repetition with a shorter healthy phase (10 s, 40 s hanging, 40 s recovered), and the
@@ -45,7 +45,13 @@ pub fn run(runner: &Runner, config: &BenchConfig) -> Result<()> {
     let report = bench::run(config, &mut |line| eprintln!("store: {line}"))?;
     if runner.json {
         for value in troupe_store::report::records(&report) {
-            let record: Record = serde_json::from_value(value)?;
+            let mut record: Record = serde_json::from_value(value)?;
+            // The suite's machine description: compiler and commit included.
+            let runtime = std::mem::take(&mut record.machine.runtime);
+            record.machine = Machine {
+                runtime,
+                ..Machine::current()
+            };
             runner.emit(&record)?;
         }
     } else {
