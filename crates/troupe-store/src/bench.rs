@@ -291,9 +291,40 @@ fn start_backends(rt: &tokio::runtime::Runtime, hang: Duration) -> Result<Backen
     .context("starting the backends")
 }
 
-/// Runs the benchmark; `progress` hears what is starting.
+/// How long one closed run takes (its phases, and the drain at most), and one capacity
+/// search at most (its warm-up second and every rate).
+fn planned(config: &BenchConfig) -> (Duration, Duration) {
+    let closed = config
+        .closed
+        .phases
+        .iter()
+        .map(|p| p.duration)
+        .sum::<Duration>()
+        + config.closed.drain;
+    let open = Duration::from_secs(1) + config.open_step * config.open_rates.len() as u32;
+    (closed, open)
+}
+
+/// `what`, and roughly how long is left of everything planned.
+fn with_eta(what: &str, left: Duration) -> String {
+    let seconds = left.as_secs();
+    format!("{what} (at most {}:{:02} left)", seconds / 60, seconds % 60)
+}
+
+/// Runs the benchmark; `progress` hears what is starting and how long is left at most.
 pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<BenchReport> {
     config.check()?;
+    let (closed_each, open_each) = planned(config);
+    let units = (config.runs * config.stores.len()) as u32;
+    let mut left = if config.closed_model {
+        closed_each * units
+    } else {
+        Duration::ZERO
+    } + if config.open {
+        open_each * units
+    } else {
+        Duration::ZERO
+    };
     let load_rt = runtime("load", 1)?;
     let mut closed = Vec::new();
     for run in 0..config.runs {
@@ -301,13 +332,17 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
             break;
         }
         for &kind in &config.stores {
-            progress(&format!(
-                "run {}/{}: {} under the closed model ({} users per kind)",
-                run + 1,
-                config.runs,
-                kind.contender(),
-                config.closed.users_per_kind
+            progress(&with_eta(
+                &format!(
+                    "run {}/{}: {} under the closed model ({} users per kind)",
+                    run + 1,
+                    config.runs,
+                    kind.contender(),
+                    config.closed.users_per_kind
+                ),
+                left,
             ));
+            left = left.saturating_sub(closed_each);
             let backend_rt = runtime("backend", 2)?;
             let backends = start_backends(&backend_rt, config.hang)?;
             let store = Running::start(kind, config, &backends)?;
@@ -338,12 +373,16 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
             break;
         }
         for &kind in &config.stores {
-            progress(&format!(
-                "run {}/{}: {} capacity search (open model)",
-                run + 1,
-                config.runs,
-                kind.contender()
+            progress(&with_eta(
+                &format!(
+                    "run {}/{}: {} capacity search (open model)",
+                    run + 1,
+                    config.runs,
+                    kind.contender()
+                ),
+                left,
             ));
+            left = left.saturating_sub(open_each);
             let backend_rt = runtime("backend", 2)?;
             let backends = start_backends(&backend_rt, config.hang)?;
             let store = Running::start(kind, config, &backends)?;
