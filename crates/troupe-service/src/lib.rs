@@ -6,7 +6,7 @@
 //!   visit is counted by the session itself.
 //! - **A rate limiter on timers**: one actor holds a token bucket refilled by `send_interval`;
 //!   every request asks it first, and gets 429 when the bucket is empty.
-//! - **Workers with deferred replies**: `GET /work/{n}` asks a worker, which defers its reply
+//! - **Workers with deferred replies**: `GET /jobs/{n}` asks a worker, which defers its reply
 //!   (`ctx.reply_later`) while an async step runs (`ctx.pipe`), then answers; the request
 //!   waits at most `ask_timeout`, mapped to 504.
 //! - **A supervised flaky actor**: `GET /flaky?fail=true` panics it (500); the system restarts
@@ -272,7 +272,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/sessions/{user}", get(get_session).post(open_session))
-        .route("/work/{n}", get(work))
+        .route("/jobs/{n}", get(work))
         .route("/flaky", get(flaky))
         .with_state(state)
 }

@@ -1,5 +1,5 @@
 //! Runs the example service: `cargo run --release -p troupe-service -- --port 3000`, then
-//! `curl -X POST localhost:3000/sessions/ada`, `curl localhost:3000/work/12`,
+//! `curl -X POST localhost:3000/sessions/ada`, `curl localhost:3000/jobs/12`,
 //! `curl 'localhost:3000/flaky?fail=true'`. Ctrl-C stops it gracefully.
 
 use anyhow::{bail, Context as _, Result};

@@ -65,7 +65,7 @@ async fn hundreds_of_concurrent_requests_get_the_right_statuses() {
             let (status, body) = request(addr, "POST", &format!("/sessions/{user}")).await;
             assert_eq!(status, 200, "session {user}: {body}");
             assert!(body.contains(&format!("\"user\":\"{user}\"")), "{body}");
-            let (status, body) = request(addr, "GET", &format!("/work/{i}")).await;
+            let (status, body) = request(addr, "GET", &format!("/jobs/{i}")).await;
             assert_eq!(status, 200, "work {i}: {body}");
             assert_eq!(body, (i * i).to_string());
             let (status, body) = request(addr, "GET", "/flaky").await;
@@ -96,8 +96,8 @@ async fn hundreds_of_concurrent_requests_get_the_right_statuses() {
     // Bad requests: a clear 4xx, nothing panics or hangs.
     assert_eq!(request(addr, "GET", "/sessions/nobody").await.0, 404);
     assert_eq!(request(addr, "GET", "/nope").await.0, 404);
-    assert_eq!(request(addr, "GET", "/work/abc").await.0, 400);
-    assert_eq!(request(addr, "GET", "/work/99999999999").await.0, 400);
+    assert_eq!(request(addr, "GET", "/jobs/abc").await.0, 400);
+    assert_eq!(request(addr, "GET", "/jobs/99999999999").await.0, 400);
     assert_eq!(request(addr, "GET", "/flaky?fail=maybe").await.0, 400);
     assert_eq!(request(addr, "DELETE", "/sessions/u1").await.0, 405);
 
@@ -122,7 +122,7 @@ async fn the_rate_limiter_says_429_when_its_bucket_is_empty() {
     .await;
     let mut statuses = Vec::new();
     for _ in 0..12 {
-        statuses.push(request(addr, "GET", "/work/2").await.0);
+        statuses.push(request(addr, "GET", "/jobs/2").await.0);
     }
     assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 10);
     assert_eq!(&statuses[10..], [429, 429]);
