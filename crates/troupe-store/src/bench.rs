@@ -291,6 +291,23 @@ fn start_backends(rt: &tokio::runtime::Runtime, hang: Duration) -> Result<Backen
     .context("starting the backends")
 }
 
+/// Starts fresh backends and a fresh store of `kind`, runs `load` against them (given the
+/// store's address and the search service's), and stops both.
+fn against_fresh_store<T>(
+    kind: StoreKind,
+    config: &BenchConfig,
+    load: impl FnOnce(SocketAddr, SocketAddr) -> T,
+) -> Result<T> {
+    let backend_rt = runtime("backend", 2)?;
+    let backends = start_backends(&backend_rt, config.hang)?;
+    let store = Running::start(kind, config, &backends)?;
+    let result = load(store.addr(), backends.search_addr());
+    store.stop();
+    backend_rt.block_on(backends.stop());
+    backend_rt.shutdown_timeout(Duration::from_secs(5));
+    Ok(result)
+}
+
 /// How long one closed run takes (its phases, and the drain at most), and one capacity
 /// search at most (its warm-up second and every rate).
 fn planned(config: &BenchConfig) -> (Duration, Duration) {
@@ -343,21 +360,11 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
                 left,
             ));
             left = left.saturating_sub(closed_each);
-            let backend_rt = runtime("backend", 2)?;
-            let backends = start_backends(&backend_rt, config.hang)?;
-            let store = Running::start(kind, config, &backends)?;
-            let result = load_rt.block_on(load::closed(
-                store.addr(),
-                backends.search_addr(),
-                &config.closed,
-            ));
-            let stats = load_rt
-                .block_on(load::store_stats(store.addr()))
-                .ok()
-                .flatten();
-            store.stop();
-            backend_rt.block_on(backends.stop());
-            backend_rt.shutdown_timeout(Duration::from_secs(5));
+            let (result, stats) = against_fresh_store(kind, config, |store, search| {
+                let result = load_rt.block_on(load::closed(store, search, &config.closed));
+                let stats = load_rt.block_on(load::store_stats(store)).ok().flatten();
+                (result, stats)
+            })?;
             let report = result.map_err(anyhow::Error::msg)?;
             closed.push(ClosedRun {
                 store: kind,
@@ -383,19 +390,15 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
                 left,
             ));
             left = left.saturating_sub(open_each);
-            let backend_rt = runtime("backend", 2)?;
-            let backends = start_backends(&backend_rt, config.hang)?;
-            let store = Running::start(kind, config, &backends)?;
-            let result = load_rt.block_on(load::capacity(
-                store.addr(),
-                &config.open_rates,
-                config.open_step,
-                config.open_connections,
-                config.open_p99,
-            ));
-            store.stop();
-            backend_rt.block_on(backends.stop());
-            backend_rt.shutdown_timeout(Duration::from_secs(5));
+            let result = against_fresh_store(kind, config, |store, _| {
+                load_rt.block_on(load::capacity(
+                    store,
+                    &config.open_rates,
+                    config.open_step,
+                    config.open_connections,
+                    config.open_p99,
+                ))
+            })?;
             let (points, held) = result.map_err(anyhow::Error::msg)?;
             capacity.push(Capacity {
                 store: kind,

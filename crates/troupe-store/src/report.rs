@@ -39,6 +39,22 @@ fn summaries<'a>(
         .collect()
 }
 
+/// Every (store, phase, kind) that has runs, with its runs' summaries, in report order.
+fn groups(report: &BenchReport) -> Vec<(StoreKind, &str, Kind, Vec<&Summary>)> {
+    let mut out = Vec::new();
+    for store in stores(report) {
+        for phase in &report.phases {
+            for kind in Kind::ALL {
+                let runs = summaries(report, store, phase, kind);
+                if !runs.is_empty() {
+                    out.push((store, phase.as_str(), kind, runs));
+                }
+            }
+        }
+    }
+    out
+}
+
 fn stores(report: &BenchReport) -> Vec<StoreKind> {
     let mut stores: Vec<StoreKind> = report.closed.iter().map(|run| run.store).collect();
     stores.extend(report.capacity.iter().map(|c| c.store));
@@ -107,44 +123,36 @@ fn notes(store: StoreKind) -> &'static str {
 /// The report as JSON values, one per line of output.
 pub fn records(report: &BenchReport) -> Vec<Value> {
     let mut out = Vec::new();
-    for store in stores(report) {
-        for phase in &report.phases {
-            for kind in Kind::ALL {
-                let runs = summaries(report, store, phase, kind);
-                if runs.is_empty() {
-                    continue;
-                }
-                let params = json!({
-                    "phase": phase,
-                    "request": kind.name(),
-                    "users": report.users_per_kind,
-                });
-                // A run that got no answer at all for a kind did not measure it.
-                let validated = runs.iter().all(|s| s.requests > 0);
-                let pick = |f: fn(&Summary) -> f64| runs.iter().map(|s| f(s)).collect::<Vec<_>>();
-                for (metric, unit, samples) in [
-                    ("throughput", "req/s", pick(|s| s.throughput)),
-                    ("p50", "ms", pick(|s| s.p50_ms)),
-                    ("p90", "ms", pick(|s| s.p90_ms)),
-                    ("p99", "ms", pick(|s| s.p99_ms)),
-                    ("p999", "ms", pick(|s| s.p999_ms)),
-                    (
-                        "not_ok",
-                        "requests",
-                        pick(|s| (s.rejected + s.errors + s.failed + s.unfinished) as f64),
-                    ),
-                ] {
-                    out.push(record(
-                        metric,
-                        store,
-                        params.clone(),
-                        unit,
-                        samples,
-                        validated,
-                        notes(store),
-                    ));
-                }
-            }
+    for (store, phase, kind, runs) in groups(report) {
+        let params = json!({
+            "phase": phase,
+            "request": kind.name(),
+            "users": report.users_per_kind,
+        });
+        // A run that got no answer at all for a kind did not measure it.
+        let validated = runs.iter().all(|s| s.requests > 0);
+        let pick = |f: fn(&Summary) -> f64| runs.iter().map(|s| f(s)).collect::<Vec<_>>();
+        for (metric, unit, samples) in [
+            ("throughput", "req/s", pick(|s| s.throughput)),
+            ("p50", "ms", pick(|s| s.p50_ms)),
+            ("p90", "ms", pick(|s| s.p90_ms)),
+            ("p99", "ms", pick(|s| s.p99_ms)),
+            ("p999", "ms", pick(|s| s.p999_ms)),
+            (
+                "not_ok",
+                "requests",
+                pick(|s| (s.rejected + s.errors + s.failed + s.unfinished) as f64),
+            ),
+        ] {
+            out.push(record(
+                metric,
+                store,
+                params.clone(),
+                unit,
+                samples,
+                validated,
+                notes(store),
+            ));
         }
     }
     for store in stores(report) {
@@ -175,32 +183,23 @@ pub fn table(report: &BenchReport) -> String {
     let mut out = String::from(
         "| store | phase | request | answers/s | p50 ms | p90 ms | p99 ms | p99.9 ms | ok | 503 | other errors | no answer |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for store in stores(report) {
-        for phase in &report.phases {
-            for kind in Kind::ALL {
-                let runs = summaries(report, store, phase, kind);
-                if runs.is_empty() {
-                    continue;
-                }
-                let m =
-                    |f: fn(&Summary) -> f64| median(&runs.iter().map(|s| f(s)).collect::<Vec<_>>());
-                out.push_str(&format!(
-                    "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
-                    store.contender(),
-                    phase,
-                    kind.name(),
-                    m(|s| s.throughput),
-                    fmt_ms(m(|s| s.p50_ms)),
-                    fmt_ms(m(|s| s.p90_ms)),
-                    fmt_ms(m(|s| s.p99_ms)),
-                    fmt_ms(m(|s| s.p999_ms)),
-                    m(|s| s.ok as f64),
-                    m(|s| s.rejected as f64),
-                    m(|s| s.errors as f64),
-                    m(|s| (s.failed + s.unfinished) as f64),
-                ));
-            }
-        }
+    for (store, phase, kind, runs) in groups(report) {
+        let m = |f: fn(&Summary) -> f64| median(&runs.iter().map(|s| f(s)).collect::<Vec<_>>());
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+            store.contender(),
+            phase,
+            kind.name(),
+            m(|s| s.throughput),
+            fmt_ms(m(|s| s.p50_ms)),
+            fmt_ms(m(|s| s.p90_ms)),
+            fmt_ms(m(|s| s.p99_ms)),
+            fmt_ms(m(|s| s.p999_ms)),
+            m(|s| s.ok as f64),
+            m(|s| s.rejected as f64),
+            m(|s| s.errors as f64),
+            m(|s| (s.failed + s.unfinished) as f64),
+        ));
     }
     if !report.capacity.is_empty() {
         out.push_str(&format!(
