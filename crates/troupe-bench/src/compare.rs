@@ -14,7 +14,7 @@
 //! one sample per repetition. Anything else is reported as a failure, never as a figure.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -472,6 +472,20 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
     let mut table: BTreeMap<(String, String), BTreeMap<String, Gathered>> = BTreeMap::new();
     let mut case_of: BTreeMap<String, Case> = BTreeMap::new();
     let mut raw: Vec<Record> = Vec::new();
+    // Every process this run will start, for the progress lines' estimate of the time left.
+    let total: usize = cases
+        .iter()
+        .map(|case| {
+            contenders
+                .iter()
+                .filter(|c| c.scenarios.iter().any(|s| s == case.scenario.name()))
+                .filter(|c| case.for_contender(c).is_some())
+                .map(|c| if c.jvm { 1 } else { repeat })
+                .sum::<usize>()
+        })
+        .sum();
+    let started = std::time::Instant::now();
+    let mut done = 0usize;
 
     for case in &cases {
         case_of.insert(case.key(), case.clone());
@@ -487,12 +501,15 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
                 }
                 let (warmup, reps) = if contender.jvm { (1, repeat) } else { (0, 1) };
                 say(&format!(
-                    "[{}/{repeat}] {:<18} {}",
+                    "[{}/{total}{}] round {}/{repeat} {:<18} {}",
+                    done + 1,
+                    time_left(started.elapsed(), done, total),
                     round + 1,
                     contender.name,
                     own_case.key()
                 ));
                 let outcome = run_process(contender, own_case, warmup, reps, options.timeout);
+                done += 1;
                 let key_case = case.key();
                 match outcome {
                     Outcome::Records(records) => {
@@ -541,60 +558,94 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
     }
 
     let markdown = render_markdown(&table, &contenders, repeat);
-    std::fs::create_dir_all(&options.results_dir)
-        .with_context(|| format!("creating {}", options.results_dir.display()))?;
-    let stamp = timestamp();
-    let raw_path = options.results_dir.join(format!("compare-{stamp}.jsonl"));
-    let md_path = options.results_dir.join(format!("compare-{stamp}.md"));
-    let mut raw_file = std::fs::File::create(&raw_path)?;
+    let folder = options
+        .results_dir
+        .join(format!("compare-{}", troupe_results::utc_stamp()));
+    let mut raw_text = Vec::new();
     for r in &raw {
-        serde_json::to_writer(&mut raw_file, r)?;
-        writeln!(raw_file)?;
+        serde_json::to_writer(&mut raw_text, r)?;
+        raw_text.push(b'\n');
     }
-    std::fs::write(&md_path, &markdown)?;
+    std::fs::create_dir_all(&folder)
+        .with_context(|| format!("cannot create the results folder {}", folder.display()))?;
+    troupe_results::write_whole(&folder.join("raw.jsonl"), &raw_text)?;
+    troupe_results::write_whole(&folder.join("results.md"), markdown.as_bytes())?;
 
-    if runner.json {
-        for ((key, metric), by_contender) in &table {
-            let case = &case_of[key];
-            for (name, g) in by_contender {
-                if g.samples.is_empty() {
-                    continue;
-                }
-                let mut record = Record::new(
-                    case.scenario.name(),
-                    metric,
-                    name,
-                    case.params.clone(),
-                    &g.unit,
-                    g.samples.clone(),
-                    &g.notes,
-                );
-                if let Some(m) = &g.machine {
-                    record.machine = m.clone();
-                }
-                runner.emit(&record)?;
+    // One record per (case, metric, contender) with every repetition's sample.
+    let command = troupe_results::command_line();
+    let mut summary = Vec::new();
+    for ((key, metric), by_contender) in &table {
+        let case = &case_of[key];
+        for (name, g) in by_contender {
+            if g.samples.is_empty() {
+                continue;
             }
+            let mut record = Record::new(
+                case.scenario.name(),
+                metric,
+                name,
+                case.params.clone(),
+                &g.unit,
+                g.samples.clone(),
+                &g.notes,
+            );
+            if let Some(m) = &g.machine {
+                record.machine = m.clone();
+            }
+            record.validated = g.failure.is_none();
+            record.command = Some(command.clone());
+            summary.push(record);
+        }
+    }
+    let report = troupe_results::write_results(&folder, &summary)?;
+    if runner.json {
+        for record in &summary {
+            runner.emit(record)?;
         }
     } else {
         println!("{markdown}");
     }
     eprintln!(
-        "results written to {} and {}",
-        raw_path.display(),
-        md_path.display()
+        "results in {}: results.jsonl, raw.jsonl (every process's lines), results.md; report: {}",
+        folder.display(),
+        report.display()
     );
     let failures: Vec<String> = table
         .iter()
         .flat_map(|((key, metric), m)| {
             m.iter()
                 .filter(|(_, g)| g.failure.is_some())
-                .map(move |(name, _)| format!("{name} on {key} ({metric})"))
+                .filter_map(move |(name, g)| {
+                    g.failure
+                        .as_ref()
+                        .map(|why| format!("{name} on {key} ({metric}): {}", first_line(why)))
+                })
         })
         .collect();
     if !failures.is_empty() {
         bail!("some contenders failed: {}", failures.join("; "));
     }
     Ok(())
+}
+
+/// `, about 3 min 20 s left` from the average time of the `done` steps so far; nothing before
+/// the first step is done.
+fn time_left(elapsed: std::time::Duration, done: usize, total: usize) -> String {
+    if done == 0 || done >= total {
+        return String::new();
+    }
+    let left = elapsed.as_secs_f64() / done as f64 * (total - done) as f64;
+    let left = left.round() as u64;
+    if left >= 60 {
+        format!(", about {} min {} s left", left / 60, left % 60)
+    } else {
+        format!(", about {left} s left")
+    }
+}
+
+/// The first line of a failure, for the one-line summary.
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("").trim()
 }
 
 fn metrics_of(scenario: Scenario) -> &'static [&'static str] {
@@ -615,7 +666,7 @@ fn render_markdown(
     contenders: &[Contender],
     repeat: usize,
 ) -> String {
-    let machine = Machine::current();
+    let machine = Machine::troupe();
     let mut md = String::new();
     md.push_str("# Side by side\n\n");
     md.push_str(&format!(
@@ -700,30 +751,6 @@ fn render_markdown(
     md
 }
 
-fn timestamp() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    // UTC date and time from the Unix clock (civil-from-days).
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
 
 /// The peers folder: `--peers-dir`, else `./peers`, else the one next to this crate's sources.
 pub fn default_peers_dir() -> PathBuf {
@@ -782,10 +809,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn timestamp_is_plausible() {
-        let t = timestamp();
-        assert_eq!(t.len(), 15);
-        assert!(t.starts_with("20"));
+    fn time_left_is_estimated_from_the_steps_done() {
+        use std::time::Duration;
+        assert_eq!(time_left(Duration::from_secs(10), 0, 4), "");
+        assert_eq!(time_left(Duration::from_secs(10), 1, 4), ", about 30 s left");
+        assert_eq!(time_left(Duration::from_secs(100), 1, 3), ", about 3 min 20 s left");
+        assert_eq!(time_left(Duration::from_secs(10), 4, 4), "");
     }
 
     #[test]

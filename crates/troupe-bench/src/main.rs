@@ -13,7 +13,7 @@ mod ring;
 mod spawn;
 mod store;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use troupe::{Placement, System};
 
@@ -62,7 +62,7 @@ struct Global {
 enum Command {
     /// Seed 000: N actors in a ring pass a token M times around.
     Ring {
-        /// Actors in the ring (2-10000000; about 220 bytes each).
+        /// Actors in the ring (2-10000000; 216-232 bytes each).
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(2..=10_000_000))]
         actors: u32,
         /// Times the token goes round (1-10000000000).
@@ -94,7 +94,7 @@ enum Command {
     },
     /// Seed 000 at scale: spawn N idle actors; time per spawn, memory per actor.
     Spawn {
-        /// Actors spawned (1-20000000; about 220 bytes each).
+        /// Actors spawned (1-20000000; 216-232 bytes each).
         #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=20_000_000))]
         actors: u64,
     },
@@ -113,6 +113,7 @@ enum Command {
         /// Stages, and messages (2-100000 for actors, 2-20000 for threads: N² hops).
         #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(2..=100_000))]
         length: u64,
+        /// What the stages are: troupe actors, or OS threads joined by blocking channels.
         #[arg(long, value_enum, default_value_t = chain::Mode::Actors)]
         mode: chain::Mode,
     },
@@ -127,11 +128,27 @@ enum Command {
         #[arg(long)]
         no_open: bool,
     },
-    /// Every scenario with the seeds' sizes (about four minutes on 2 cores).
+    /// Every scenario with the seeds' sizes (about four minutes on 2 cores); writes the results
+    /// and the HTML report into `<results-dir>/all-<UTC time>/`.
     All {
         /// Also run the chain of 10,000 OS threads (takes many minutes).
         #[arg(long)]
         full: bool,
+        /// Folder for the run's results (created before anything runs).
+        #[arg(long, default_value = "results")]
+        results_dir: std::path::PathBuf,
+    },
+    /// Reads result files (JSON Lines, the schema of `peers/PROTOCOL.md`) and writes one
+    /// self-contained HTML page with a chart and a table per scenario into `--out`; several
+    /// files (other commits, other machines) are drawn side by side as series.
+    Report {
+        /// Result files: `results.jsonl` of `all`, `compare`, `troupe-trading bench` or
+        /// `troupe-store bench`, or any `--json` output.
+        #[arg(required = true)]
+        files: Vec<std::path::PathBuf>,
+        /// Folder to write `index.html` into (created if missing).
+        #[arg(long)]
+        out: std::path::PathBuf,
     },
     /// Every contender (troupe and the peers under `peers/`) on the same scenarios, interleaved;
     /// prints a table with ratios and writes raw JSON and Markdown into the results folder.
@@ -151,11 +168,11 @@ enum Command {
         /// Do not run the peers' build scripts (use what is built).
         #[arg(long)]
         no_build: bool,
-        /// Rounds of the ring (default 100,000: 10 M messages for 100 actors).
-        #[arg(long)]
+        /// Rounds of the ring (1-100000000; default 100,000: 10 M messages for 100 actors).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
         ring_rounds: Option<u64>,
-        /// Longest wait for one contender process, in seconds.
-        #[arg(long, default_value_t = 1800)]
+        /// Longest wait for one contender process, in seconds (1-86400).
+        #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=86_400))]
         timeout: u64,
     },
 }
@@ -222,6 +239,20 @@ fn check_combinations(matches: &clap::ArgMatches, cli: &Cli) -> Result<()> {
         sub.ids().any(|known| known.as_str() == id)
             && sub.value_source(id) == Some(ValueSource::CommandLine)
     };
+    if let Command::Report { .. } = &cli.command {
+        let run_options = [
+            "repeat",
+            "warmup",
+            "json",
+            "quick",
+            "workers",
+            "throughput",
+            "placement",
+        ];
+        if let Some(option) = run_options.iter().find(|id| given(id)) {
+            bail!("report reads results and runs nothing: --{option} does not apply");
+        }
+    }
     if cli.global.quick && name != "compare" {
         if let Some(size) = SIZES.iter().find(|id| given(id)) {
             bail!(
@@ -252,7 +283,18 @@ fn check_combinations(matches: &clap::ArgMatches, cli: &Cli) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
+/// Errors end the program with one line (the error and its causes), never a backtrace.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("troupe-bench: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     use clap::{CommandFactory, FromArgMatches};
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
@@ -265,6 +307,7 @@ fn main() -> Result<()> {
         warmup: if g.quick { g.warmup.min(1) } else { g.warmup } as usize,
         repeat: if g.quick { g.repeat.min(2) } else { g.repeat } as usize,
         json: g.json,
+        kept: Default::default(),
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let config = SystemConfig {
@@ -331,7 +374,24 @@ fn main() -> Result<()> {
         Command::Store { runs, no_open } => {
             store::run(&runner, &store::config(quick, runs as usize, !no_open))
         }
-        Command::All { full } => all(&runner, &config, quick, full),
+        Command::All { full, results_dir } => {
+            // The folder is made before anything runs, so a long run is never lost to it.
+            let folder = results_dir.join(format!("all-{}", troupe_results::utc_stamp()));
+            std::fs::create_dir_all(&folder).with_context(|| {
+                format!("cannot create the results folder {}", folder.display())
+            })?;
+            let outcome = all(&runner, &config, quick, full);
+            // What was measured is kept even when a later scenario failed.
+            let kept = runner.kept();
+            if kept.is_empty() {
+                let _ = std::fs::remove_dir(&folder);
+            } else {
+                let page = troupe_results::write_results(&folder, &kept)?;
+                eprintln!("results and report: {}", page.display());
+            }
+            outcome
+        }
+        Command::Report { files, out } => report_command(&files, &out),
         Command::Compare {
             scenarios,
             contenders,
@@ -372,10 +432,28 @@ fn main() -> Result<()> {
                     (g.repeat as usize).min(runner.repeat)
                 },
                 json: g.json,
+                kept: Default::default(),
             };
             compare::run(&runner, &options)
         }
     }
+}
+
+/// `report`: every file read (and checked) before anything is written.
+fn report_command(files: &[std::path::PathBuf], out: &std::path::Path) -> Result<()> {
+    let series = files
+        .iter()
+        .map(|path| troupe_results::report::Series::from_file(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let page = troupe_results::report::write(&series, out)
+        .with_context(|| format!("writing the report into {}", out.display()))?;
+    let records: usize = series.iter().map(|s| s.records.len()).sum();
+    eprintln!(
+        "{records} records from {} file(s); report: {}",
+        series.len(),
+        page.display()
+    );
+    Ok(())
 }
 
 fn counter_series(given: Vec<u64>, quick: bool) -> Vec<u64> {

@@ -4,154 +4,12 @@
 //! The JSON schema is the one every peer program prints too (see `peers/PROTOCOL.md`).
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-
-/// Where a result was measured.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Machine {
-    pub cpu: String,
-    pub cores: usize,
-    pub os: String,
-    pub runtime: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compiler: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-}
-
-impl Machine {
-    /// The machine this process runs on, the compiler, and the commit (see `commit_label`).
-    pub fn current() -> Self {
-        Machine {
-            cpu: cpu_model(),
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            os: os_name(),
-            runtime: format!("troupe {}", env!("CARGO_PKG_VERSION")),
-            compiler: Some(env!("TROUPE_BENCH_RUSTC").to_owned()),
-            commit: Some(commit_label(env!("TROUPE_BENCH_COMMIT"))),
-        }
-    }
-}
-
-/// The commit the figures come from, read when the program runs: `git describe --dirty` of the
-/// source tree the binary was built from. The build script records the same at build time
-/// (rerun whenever a source file changes); if the two differ, the binary does not match the
-/// tree, and the label says both, so a figure is never credited to a clean commit it did not
-/// come from. Where git or the tree is missing, the build-time value is given as such.
-fn commit_label(built: &str) -> String {
-    let now = std::process::Command::new("git")
-        .args(["describe", "--always", "--dirty", "--abbrev=12"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_owned());
-    match now {
-        Some(now) if now == built => now,
-        Some(now) => format!("{now} (binary built at {built})"),
-        None => format!("{built} (at build time)"),
-    }
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_owned())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
-}
-
-fn os_name() -> String {
-    let pretty = std::fs::read_to_string("/etc/os-release")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-                .map(|v| v.trim_matches('"').to_owned())
-        })
-        .unwrap_or_else(|| std::env::consts::OS.to_owned());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default();
-    if kernel.is_empty() {
-        pretty
-    } else {
-        format!("{pretty}, Linux {kernel}")
-    }
-}
-
-/// One (scenario, metric, contender, parameters) result with all its repetitions.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Record {
-    pub scenario: String,
-    pub metric: String,
-    pub contender: String,
-    pub params: Map<String, Value>,
-    pub unit: String,
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub samples: Vec<f64>,
-    pub validated: bool,
-    #[serde(default)]
-    pub notes: String,
-    pub machine: Machine,
-}
-
-impl Record {
-    /// Summarises `samples` into a record.
-    pub fn new(
-        scenario: &str,
-        metric: &str,
-        contender: &str,
-        params: Map<String, Value>,
-        unit: &str,
-        samples: Vec<f64>,
-        notes: &str,
-    ) -> Self {
-        let (median, min, max) = summarize(&samples);
-        Record {
-            scenario: scenario.to_owned(),
-            metric: metric.to_owned(),
-            contender: contender.to_owned(),
-            params,
-            unit: unit.to_owned(),
-            median,
-            min,
-            max,
-            samples,
-            validated: true,
-            notes: notes.to_owned(),
-            machine: Machine::current(),
-        }
-    }
-}
-
-/// Median (mean of the middle two for an even count), min and max. NaN for no samples.
-pub fn summarize(samples: &[f64]) -> (f64, f64, f64) {
-    if samples.is_empty() {
-        return (f64::NAN, f64::NAN, f64::NAN);
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
-    (median, sorted[0], sorted[n - 1])
-}
+pub use troupe_results::{human, params_text, summarize, Machine, Record};
 
 /// How repetitions are run and results printed.
 #[derive(Debug, Clone)]
@@ -159,6 +17,8 @@ pub struct Runner {
     pub warmup: usize,
     pub repeat: usize,
     pub json: bool,
+    /// Every record emitted, for the report written at the end of the run.
+    pub kept: Arc<Mutex<Vec<Record>>>,
 }
 
 impl Runner {
@@ -189,8 +49,22 @@ impl Runner {
         Ok(samples)
     }
 
-    /// Prints a record: one JSON line with `--json`, else a human line.
+    /// Keeps a record for the report without printing it.
+    pub fn keep(&self, record: Record) {
+        self.kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(record);
+    }
+
+    /// Every record kept so far.
+    pub fn kept(&self) -> Vec<Record> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Prints a record (one JSON line with `--json`, else a human line) and keeps it.
     pub fn emit(&self, record: &Record) -> Result<()> {
+        self.keep(record.clone());
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         if self.json {
@@ -225,49 +99,12 @@ impl Runner {
 fn progress(label: &str, total: u64) -> ProgressBar {
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {pos}/{len} {elapsed}")
+        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left")
             .expect("static template")
             .progress_chars("=> "),
     );
     bar.set_prefix(label.to_owned());
     bar
-}
-
-pub fn params_text(params: &Map<String, Value>) -> String {
-    params
-        .iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => format!("{k}={s}"),
-            other => format!("{k}={other}"),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A number with three significant digits and an SI suffix (1.23M, 45.6k, 0.123).
-pub fn human(x: f64) -> String {
-    if !x.is_finite() {
-        return format!("{x}");
-    }
-    let (scaled, suffix) = if x.abs() >= 1e9 {
-        (x / 1e9, "G")
-    } else if x.abs() >= 1e6 {
-        (x / 1e6, "M")
-    } else if x.abs() >= 1e4 {
-        (x / 1e3, "k")
-    } else {
-        (x, "")
-    };
-    let digits = if scaled.abs() >= 100.0 {
-        0
-    } else if scaled.abs() >= 10.0 {
-        1
-    } else if scaled.abs() >= 1.0 {
-        2
-    } else {
-        3
-    };
-    format!("{scaled:.digits$}{suffix}")
 }
 
 /// Milliseconds in a duration, as a float.
@@ -303,25 +140,5 @@ pub fn trim_heap() {
     // SAFETY: malloc_trim only releases free memory held by the allocator.
     unsafe {
         libc::malloc_trim(0);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn summary() {
-        assert_eq!(summarize(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
-        assert_eq!(summarize(&[4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
-        assert!(summarize(&[]).0.is_nan());
-    }
-
-    #[test]
-    fn human_numbers() {
-        assert_eq!(human(31_234_567.0), "31.2M");
-        assert_eq!(human(0.1234), "0.123");
-        assert_eq!(human(45_600.0), "45.6k");
-        assert_eq!(human(123.4), "123");
     }
 }

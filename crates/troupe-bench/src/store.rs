@@ -9,7 +9,7 @@ use troupe_store::backends::SearchMode;
 use troupe_store::bench::{self, BenchConfig};
 use troupe_store::load::Phase;
 
-use crate::report::{Machine, Record, Runner};
+use crate::report::Runner;
 
 /// The sizes the suite runs: the seed's 300 users per kind and its 30 s hang, in one
 /// repetition with a shorter healthy phase (10 s, 40 s hanging, 40 s recovered), and the
@@ -43,18 +43,15 @@ fn phase(name: &str, seconds: u64, search: SearchMode) -> Phase {
 /// Runs the store scenario and prints its results.
 pub fn run(runner: &Runner, config: &BenchConfig) -> Result<()> {
     let report = bench::run(config, &mut |line| eprintln!("store: {line}"))?;
-    if runner.json {
-        for value in troupe_store::report::records(&report) {
-            let mut record: Record = serde_json::from_value(value)?;
-            // The suite's machine description: compiler and commit included.
-            let runtime = std::mem::take(&mut record.machine.runtime);
-            record.machine = Machine {
-                runtime,
-                ..Machine::current()
-            };
+    for record in troupe_store::report::records(&report) {
+        // Records are kept for the suite's report; printed with --json.
+        if runner.json {
             runner.emit(&record)?;
+        } else {
+            runner.keep(record);
         }
-    } else {
+    }
+    if !runner.json {
         println!("{}", troupe_store::report::table(&report));
         print!("{}", troupe_store::report::counters(&report));
     }

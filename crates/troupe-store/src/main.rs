@@ -178,7 +178,8 @@ struct BenchArgs {
     /// Print JSON lines (the schema of peers/PROTOCOL.md) instead of the table.
     #[arg(long)]
     json: bool,
-    /// Where to write results.jsonl, results.md, report.json and the charts.
+    /// Where to write results.jsonl, results.md, report.json, the charts and the HTML report
+    /// index.html.
     #[arg(long, default_value = "results/store")]
     out: PathBuf,
 }
@@ -226,7 +227,18 @@ impl BenchArgs {
     }
 }
 
-fn main() -> Result<()> {
+/// Errors end the program with one line (the error and its causes), never a backtrace.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("troupe-store: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Backends {
@@ -311,18 +323,22 @@ fn serve(args: ServeArgs) -> Result<()> {
 
 fn bench_command(args: BenchArgs) -> Result<()> {
     let config = args.config()?;
+    // The folder is made before the run, so a long run is never lost to it.
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create the results folder {}", args.out.display()))?;
     let mut progress = |line: &str| eprintln!("{line}");
     let result = bench::run(&config, &mut progress)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
     let records = report::records(&result);
-    let lines: Vec<String> = records.iter().map(|r| r.to_string()).collect();
-    std::fs::write(args.out.join("results.jsonl"), lines.join("\n") + "\n")?;
+    let page = troupe_results::write_results(&args.out, &records)?;
+    let lines: Vec<String> = records
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<_, _>>()?;
     let table = report::table(&result);
-    std::fs::write(args.out.join("results.md"), &table)?;
-    std::fs::write(
-        args.out.join("report.json"),
-        serde_json::to_string_pretty(&result)?,
+    troupe_results::write_whole(&args.out.join("results.md"), table.as_bytes())?;
+    troupe_results::write_whole(
+        &args.out.join("report.json"),
+        serde_json::to_string_pretty(&result)?.as_bytes(),
     )?;
     let charts = chart::write_charts(&result, &args.out)?;
     if args.json {
@@ -334,10 +350,11 @@ fn bench_command(args: BenchArgs) -> Result<()> {
         print!("{}", report::counters(&result));
     }
     eprintln!(
-        "wrote {} results, the table, the report and {} charts into {}",
+        "wrote {} results, the table, report.json and {} charts into {}; the HTML report: {}",
         lines.len(),
         charts.len(),
-        args.out.display()
+        args.out.display(),
+        page.display()
     );
     Ok(())
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
+use troupe_results::{Machine, Record};
 
 use crate::bench::{BenchReport, StoreKind};
 use crate::load::{Kind, Summary};
@@ -63,21 +64,11 @@ fn stores(report: &BenchReport) -> Vec<StoreKind> {
     stores
 }
 
-fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split(':').nth(1))
-                .map(|name| name.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".to_owned());
-    json!({
-        "cpu": cpu,
-        "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
-        "os": std::env::consts::OS,
-        "runtime": format!("troupe-store {}", env!("CARGO_PKG_VERSION")),
+/// Where a store's figures come from: this machine, and what runs the store.
+fn machine(store: StoreKind) -> Machine {
+    Machine::current(match store {
+        StoreKind::Troupe => concat!("troupe ", env!("CARGO_PKG_VERSION"), " on tokio (axum)"),
+        StoreKind::Threads => "OS threads (tiny_http, ureq)",
     })
 }
 
@@ -89,24 +80,70 @@ fn record(
     samples: Vec<f64>,
     validated: bool,
     notes: &str,
-) -> Value {
-    let finite: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
-    let min = finite.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    json!({
-        "scenario": "store",
-        "metric": metric,
-        "contender": store.contender(),
-        "params": params,
-        "unit": unit,
-        "median": median(&samples),
-        "min": if min.is_finite() { min } else { 0.0 },
-        "max": if max.is_finite() { max } else { 0.0 },
-        "samples": samples,
-        "validated": validated,
-        "notes": notes,
-        "machine": machine(),
-    })
+) -> Record {
+    let Value::Object(params) = params else {
+        unreachable!("params are built as objects")
+    };
+    // A figure that could not be computed (no answer at all) counts as 0, never NaN.
+    let samples: Vec<f64> = samples
+        .into_iter()
+        .map(|v| if v.is_finite() { v } else { 0.0 })
+        .collect();
+    let mut record = Record::new(
+        "store",
+        metric,
+        store.contender(),
+        params,
+        unit,
+        samples,
+        notes,
+    )
+    .with_machine(machine(store));
+    record.validated = validated;
+    record
+}
+
+/// Each store's first closed run, second by second: answers per second and p50/p99 latency per
+/// request type, each second labelled with the phase it fell in.
+fn timeline(report: &BenchReport) -> Vec<Record> {
+    let mut out = Vec::new();
+    for run in report.closed.iter().filter(|run| run.run == 0) {
+        let starts = &run.report.phase_starts;
+        let phase_at = |second: u64| {
+            starts
+                .iter()
+                .rev()
+                .find(|(_, start)| *start <= second as f64)
+                .or(starts.first())
+                .map_or("", |(name, _)| name.as_str())
+        };
+        for s in &run.report.seconds {
+            let params = json!({
+                "request": s.kind.name(),
+                "second": s.second,
+                "phase": phase_at(s.second),
+                "run": run.run,
+            });
+            for (metric, unit, value) in [
+                ("throughput", "req/s", s.answers as f64),
+                ("p50", "ms", s.p50_ms),
+                ("p99", "ms", s.p99_ms),
+            ] {
+                let mut r = record(
+                    metric,
+                    run.store,
+                    params.clone(),
+                    unit,
+                    vec![value],
+                    true,
+                    "the first run, second by second (by when each answer came)",
+                );
+                r.scenario = "store-timeline".to_owned();
+                out.push(r);
+            }
+        }
+    }
+    out
 }
 
 fn notes(store: StoreKind) -> &'static str {
@@ -120,8 +157,10 @@ fn notes(store: StoreKind) -> &'static str {
     }
 }
 
-/// The report as JSON values, one per line of output.
-pub fn records(report: &BenchReport) -> Vec<Value> {
+/// The report as records of the suite's schema, one per line of output: the figures per
+/// (store, phase, request type) over all runs, the capacity, and (scenario `store-timeline`)
+/// each store's first run second by second, one sample per record.
+pub fn records(report: &BenchReport) -> Vec<Record> {
     let mut out = Vec::new();
     for (store, phase, kind, runs) in groups(report) {
         let params = json!({
@@ -175,6 +214,7 @@ pub fn records(report: &BenchReport) -> Vec<Value> {
             "open model: the highest fixed arrival rate whose p99 (from each request's planned start) stayed under the bound, with no errors",
         ));
     }
+    out.extend(timeline(report));
     out
 }
 

@@ -104,8 +104,17 @@ fn the_troupe_store_stays_fast_while_search_hangs_and_the_baseline_waits() {
     );
     // The results render as protocol records.
     let records = troupe_store::report::records(&report);
-    assert!(records.iter().all(|r| r["scenario"] == "store"));
-    assert!(records.len() >= 2 * 3 * 3 * 6);
+    let closed = records.iter().filter(|r| r.scenario == "store").count();
+    assert!(closed >= 2 * 3 * 3 * 6, "{closed} closed-model records");
+    let timeline: Vec<_> = records
+        .iter()
+        .filter(|r| r.scenario == "store-timeline")
+        .collect();
+    assert!(
+        timeline.iter().any(|r| r.params["phase"] == "search_hangs"),
+        "the timeline labels the seconds of the hang"
+    );
+    assert!(records.iter().all(|r| r.median.is_finite() && !r.samples.is_empty()));
 }
 
 /// A response: status and body.

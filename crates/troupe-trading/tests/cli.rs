@@ -1,13 +1,15 @@
 //! The binary's edges: the `--quick` benchmark runs every mode end to end and prints
 //! well-formed, validated JSON lines in the project's schema; bad arguments and bad logs give
-//! a clear error and a non-zero exit, never a panic; `inspect` never changes a log file, and
-//! `run` refuses a log with mid-file damage unless `--salvage`.
+//! a clear error and a non-zero exit, never a panic; every bad option is refused up front, on
+//! one line, in moments, before anything is measured or written; `inspect` never changes a log
+//! file, and `run` refuses a log with mid-file damage unless `--salvage`.
 
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, SystemTime};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 use troupe_trading::{ClientId, Journal, LogMode, Market, NewOrder, Role, Side, RECORD_BYTES};
@@ -19,6 +21,81 @@ fn run(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run the binary")
+}
+
+/// Runs the binary with `args` (`{results}` and `{dir}` replaced by paths in a fresh temporary
+/// directory, neither created), and checks that it refuses them at once, as one line on
+/// stderr that mentions each of `mentions`, without a panic, having written nothing to either
+/// path.
+fn assert_refused(args: &[&str], mentions: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let results = tmp.path().join("results");
+    let dir = tmp.path().join("logs");
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| {
+            a.replace("{results}", results.to_str().unwrap())
+                .replace("{dir}", dir.to_str().unwrap())
+        })
+        .collect();
+    let mut child = Command::new(BIN)
+        .args(&args)
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the binary");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still runs after 5 s: options must be refused up front");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success(), "{args:?} should fail: {stderr}");
+    assert!(
+        !stderr.contains("panicked"),
+        "{args:?} must not panic: {stderr}"
+    );
+    assert_eq!(
+        stderr.trim_end().lines().count(),
+        1,
+        "{args:?}: the error should be one line: {stderr}"
+    );
+    for m in mentions {
+        assert!(
+            stderr.contains(m),
+            "{args:?}: error should mention {m:?}: {stderr}"
+        );
+    }
+    for path in [&results, &dir] {
+        assert!(
+            !path.exists() || std::fs::read_dir(path).unwrap().next().is_none(),
+            "{args:?} wrote into {}",
+            path.display()
+        );
+    }
+}
+
+/// `assert_refused` for `bench <args> --results-dir {results}`.
+fn assert_bench_refused(args: &[&str], mentions: &[&str]) {
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend(["--results-dir", "{results}"]);
+    assert_refused(&all, mentions);
 }
 
 fn assert_clean_failure(out: &Output, mentions: &str) {
@@ -33,6 +110,7 @@ fn assert_clean_failure(out: &Output, mentions: &str) {
 
 #[test]
 fn quick_benchmark_prints_validated_json_lines() {
+    let results = tempfile::tempdir().unwrap();
     let out = run(&[
         "bench",
         "all",
@@ -44,6 +122,8 @@ fn quick_benchmark_prints_validated_json_lines() {
         "none,buffered,fsync",
         "--workers",
         "2",
+        "--results-dir",
+        results.path().to_str().unwrap(),
     ]);
     assert!(
         out.status.success(),
@@ -94,22 +174,223 @@ fn quick_benchmark_prints_validated_json_lines() {
 
 #[test]
 fn bad_arguments_are_refused_clearly() {
-    assert_clean_failure(
-        &run(&["bench", "closed", "--logs", "sometimes"]),
-        "unknown log mode",
+    assert_bench_refused(
+        &["closed", "--logs", "sometimes"],
+        &["--logs", "none, buffered, fsync"],
     );
-    assert_clean_failure(
-        &run(&["bench", "closed", "--styles", "carrier-pigeon"]),
-        "unknown style",
+    assert_bench_refused(
+        &["closed", "--styles", "carrier-pigeon"],
+        &["--styles", "request-reply, one-way"],
     );
-    assert_clean_failure(&run(&["bench", "closed", "--clients", "0"]), "at least 1");
-    assert_clean_failure(&run(&["bench", "closed", "--workers", "0"]), "at least 1");
-    assert_clean_failure(
-        &run(&["bench", "open-loop", "--rates", "0"]),
-        "must be positive",
+    assert_bench_refused(&["closed", "--clients", "0"], &["--clients", "1..=1000"]);
+    assert_bench_refused(&["closed", "--workers", "0"], &["--workers", "1..=1024"]);
+    assert_bench_refused(&["open-loop", "--rates", "0"], &["--rates", "from 1 to"]);
+    assert_refused(&["run", "--dir", "{dir}", "--clients", "0"], &["--clients"]);
+    assert_refused(&["inspect"], &["--dir"]);
+}
+
+/// A client count is an OS thread or a client actor: 1 to 1000, everywhere, each once.
+#[test]
+fn client_counts_are_bounded() {
+    for which in ["closed", "all", "baseline"] {
+        assert_bench_refused(&[which, "--clients", "100000"], &["--clients", "1..=1000"]);
+        assert_bench_refused(&[which, "--clients", "1,0"], &["--clients", "1..=1000"]);
+        assert_bench_refused(&[which, "--clients", ""], &["--clients"]);
+        assert_bench_refused(&[which, "--clients", "4,8,4"], &["--clients lists 4 twice"]);
+    }
+    assert_refused(
+        &["run", "--dir", "{dir}", "--clients", "1001"],
+        &["--clients"],
     );
-    assert_clean_failure(&run(&["run", "--dir", "x", "--clients", "0"]), "clients");
-    assert_clean_failure(&run(&["inspect"]), "--dir");
+}
+
+/// Orders per load level: at least one round of the scenario (30 orders), at most 100 million
+/// (1 million in fsync mode).
+#[test]
+fn order_counts_are_bounded() {
+    for which in ["closed", "all", "baseline"] {
+        assert_bench_refused(&[which, "--orders", "0"], &["--orders 0", "30"]);
+        assert_bench_refused(
+            &[which, "--fsync-orders", "29"],
+            &["--fsync-orders 29", "30"],
+        );
+        assert_bench_refused(
+            &[which, "--orders", "100000001"],
+            &["--orders", "100,000,000"],
+        );
+        assert_bench_refused(
+            &[which, "--fsync-orders", "1000001"],
+            &["--fsync-orders", "1,000,000"],
+        );
+    }
+    assert_refused(&["run", "--dir", "{dir}", "--rounds", "0"], &["--rounds"]);
+    assert_refused(
+        &[
+            "run",
+            "--dir",
+            "{dir}",
+            "--clients",
+            "1000",
+            "--rounds",
+            "1000000",
+        ],
+        &["--rounds", "100,000,000"],
+    );
+}
+
+/// Rates and seconds of the open loop: bounded, increasing, and each rate x seconds from 300
+/// to 10 million orders; refused before anything is allocated or run.
+#[test]
+fn open_loop_sizes_are_bounded() {
+    let open = |args: &[&str], mentions: &[&str]| {
+        let mut all = vec!["open-loop"];
+        all.extend_from_slice(args);
+        assert_bench_refused(&all, mentions);
+    };
+    open(&["--seconds", "1e9"], &["--seconds", "600"]);
+    open(&["--seconds", "0"], &["--seconds", "0.1"]);
+    open(&["--seconds", "NaN"], &["--seconds"]);
+    open(&["--rates", "1e12"], &["--rates", "10,000,000"]);
+    open(&["--rates", "-1"], &["--rates"]);
+    open(&["--rates", "inf"], &["--rates"]);
+    open(&["--rates", "0.5", "--seconds", "0.1"], &["--rates 0.5"]);
+    open(
+        &["--rates", "100", "--seconds", "0.1"],
+        &[
+            "at least 300 orders",
+            "--seconds 3 or more",
+            "3000 orders/s",
+        ],
+    );
+    open(
+        &["--rates", "10000000", "--seconds", "600"],
+        &["10,000,000", "--seconds 1 or less"],
+    );
+    open(
+        &["--rates", "2000,1000"],
+        &["--rates", "strictly increasing"],
+    );
+    open(
+        &["--rates", "1000,1000"],
+        &["--rates", "strictly increasing"],
+    );
+    open(&["--rates", ""], &["--rates"]);
+    open(&["--styles", ""], &["--styles"]);
+    open(&["--logs", "none,none"], &["--logs lists none twice"]);
+}
+
+/// Global bounds, shown in `--help` and enforced by the parser.
+#[test]
+fn global_options_are_bounded() {
+    for (option, bad) in [
+        ("--workers", "0"),
+        ("--workers", "1025"),
+        ("--throughput", "0"),
+        ("--throughput", "1000001"),
+        ("--repeat", "0"),
+        ("--repeat", "1001"),
+        ("--warmup", "1001"),
+        ("--warmup", "-1"),
+    ] {
+        assert_bench_refused(&["closed", option, bad], &[option]);
+    }
+}
+
+/// `--quick` sets its own sizes; options that would be ignored are refused.
+#[test]
+fn contradictions_are_refused() {
+    for args in [
+        &["closed", "--quick", "--orders", "100"][..],
+        &["all", "--quick", "--fsync-orders", "100"],
+        &["baseline", "--quick", "--orders", "100"],
+        &["open-loop", "--quick", "--rates", "10000"],
+        &["open-loop", "--quick", "--seconds", "1"],
+    ] {
+        assert_bench_refused(args, &[args[2], "--quick", "its own sizes"]);
+    }
+    assert_bench_refused(&["fsync-probe", "--repeat", "3"], &["--repeat"]);
+    assert_bench_refused(&["fsync-probe", "--warmup", "1"], &["--warmup"]);
+    assert_bench_refused(&["fsync-probe", "--workers", "2"], &["--workers"]);
+    assert_bench_refused(&["baseline", "--throughput", "8"], &["--throughput"]);
+    assert_refused(
+        &["run", "--dir", "{dir}", "--scratch", "{results}"],
+        &["--scratch"],
+    );
+    assert_refused(
+        &["inspect", "--dir", "{dir}", "--scratch", "{results}"],
+        &["--scratch"],
+    );
+}
+
+/// Every option has a description; the log modes and styles list their values.
+#[test]
+fn help_describes_every_option() {
+    for which in ["all", "closed", "open-loop", "baseline", "fsync-probe"] {
+        let out = run(&["bench", which, "--help"]);
+        assert!(out.status.success());
+        let help = String::from_utf8(out.stdout).unwrap();
+        let mut option = None;
+        for line in help.lines() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("--") {
+                if let Some(o) = option.take() {
+                    panic!("bench {which}: {o} has no description:\n{help}");
+                }
+                let described = trimmed.contains("  ");
+                if !described {
+                    option = Some(trimmed.to_owned());
+                }
+            } else if !trimmed.is_empty() {
+                option = None;
+            }
+        }
+        assert_eq!(
+            option, None,
+            "bench {which}: an option has no description:\n{help}"
+        );
+        if which != "fsync-probe" {
+            assert!(help.contains("buffered"), "bench {which}: {help}");
+        }
+    }
+}
+
+/// The cheapest real run: it succeeds, prints pure JSON lines on stdout and its progress on
+/// stderr (a line per configuration, stderr not being a terminal), and writes its results.
+#[test]
+fn quick_open_loop_runs_and_reports_progress() {
+    let results = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "bench",
+        "open-loop",
+        "--quick",
+        "--json",
+        "--styles",
+        "one-way",
+        "--logs",
+        "none",
+        "--workers",
+        "2",
+        "--results-dir",
+        results.path().to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+    }
+    // One line per rate tried (the sweep may stop after the first), the last one final.
+    assert!(
+        stderr.contains("open loop one-way none 10000 orders/s: 1/"),
+        "{stderr}"
+    );
+    let last = stderr.lines().rev().find(|l| l.contains("runs done"));
+    assert!(last.is_some_and(|l| l.contains("all done in")), "{stderr}");
+    let folders: Vec<_> = std::fs::read_dir(results.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    assert!(folders[0].join("results.jsonl").is_file(), "{folders:?}");
 }
 
 #[test]

@@ -12,6 +12,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
+use troupe_results::{Machine, Record};
 
 // ---------------------------------------------------------------------------------------------
 // Command line
@@ -323,25 +324,31 @@ pub fn drive(cli: &Cli, peer: &mut dyn Peer) -> ExitCode {
         }
     };
 
-    let machine = machine(peer.runtime());
+    // The suite's schema, machine description and statistics (crate troupe-results).
+    let machine = Machine::current(peer.runtime());
     let notes = peer.notes(scenario);
+    let Value::Object(params) = params else {
+        unreachable!("params are built as objects")
+    };
     for metric in metrics {
-        let (median, min, max) = stats(&metric.samples);
-        let line = json!({
-            "scenario": scenario_name(scenario),
-            "metric": metric.name,
-            "contender": contender,
-            "params": params,
-            "unit": metric.unit,
-            "median": median,
-            "min": min,
-            "max": max,
-            "samples": metric.samples,
-            "validated": validated,
-            "notes": notes,
-            "machine": machine,
-        });
-        println!("{line}");
+        let mut record = Record::new(
+            scenario_name(scenario),
+            metric.name,
+            contender,
+            params.clone(),
+            metric.unit,
+            metric.samples,
+            &notes,
+        )
+        .with_machine(machine.clone());
+        record.validated = validated;
+        match serde_json::to_string(&record) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("cannot print a record: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
     }
     if validated {
         ExitCode::SUCCESS
@@ -363,19 +370,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Median (mean of the two middle values for an even count), min and max.
-pub fn stats(samples: &[f64]) -> (f64, f64, f64) {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
-    (median, sorted[0], sorted[n - 1])
-}
-
 // ---------------------------------------------------------------------------------------------
 // Machine description
 // ---------------------------------------------------------------------------------------------
@@ -390,45 +384,6 @@ pub fn vm_rss_bytes() -> Option<u64> {
 
 pub fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-}
-
-fn machine(runtime: String) -> Value {
-    json!({
-        "cpu": cpu_model(),
-        "cores": cores(),
-        "os": os_name(),
-        "runtime": runtime,
-    })
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
-/// e.g. "Debian GNU/Linux 12 (bookworm), Linux 6.1.0-…"
-fn os_name() -> String {
-    let distro = std::fs::read_to_string("/etc/os-release").ok().and_then(|text| {
-        text.lines()
-            .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-            .map(|v| v.trim_matches('"').to_string())
-    });
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .ok()
-        .map(|k| format!("Linux {}", k.trim()));
-    match (distro, kernel) {
-        (Some(d), Some(k)) => format!("{d}, {k}"),
-        (Some(d), None) => d,
-        (None, Some(k)) => k,
-        (None, None) => std::env::consts::OS.to_string(),
-    }
 }
 
 /// Versions recorded by build.rs from Cargo.lock.

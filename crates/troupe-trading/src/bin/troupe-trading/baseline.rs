@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 use troupe_trading::{Journal, LogMode, Market, Role, SeedScenario, Shard};
 
-use crate::bench::params;
+use crate::bench::{params, Progress};
 use crate::report::{Printer, Samples};
 use crate::Setup;
 
@@ -174,8 +174,30 @@ pub struct BaselinePlan {
     pub fsync_orders: u64,
 }
 
+impl BaselinePlan {
+    /// The client counts a baseline runs at: one caller has no concurrency, so client counts
+    /// only matter for threads.
+    fn levels(&self, kind: Kind) -> Vec<usize> {
+        match kind {
+            Kind::Direct => vec![1],
+            Kind::Threads => self.clients.clone(),
+        }
+    }
+
+    /// Runs in all.
+    pub fn runs(&self, setup: &Setup) -> u64 {
+        let levels: usize = self.kinds.iter().map(|&k| self.levels(k).len()).sum();
+        (levels * self.logs.len()) as u64 * setup.runs()
+    }
+}
+
 /// Runs the baselines; returns false if a check failed.
-pub fn run(setup: &Setup, printer: &Printer, plan: &BaselinePlan) -> Result<bool> {
+pub fn run(
+    setup: &Setup,
+    printer: &Printer,
+    progress: &Progress,
+    plan: &BaselinePlan,
+) -> Result<bool> {
     let mut all_valid = true;
     for &kind in &plan.kinds {
         for &log in &plan.logs {
@@ -184,20 +206,26 @@ pub fn run(setup: &Setup, printer: &Printer, plan: &BaselinePlan) -> Result<bool
             } else {
                 plan.orders
             };
-            // One caller has no concurrency: client counts only matter for threads.
-            let levels: Vec<usize> = match kind {
-                Kind::Direct => vec![1],
-                Kind::Threads => plan.clients.clone(),
-            };
-            for clients in levels {
+            for clients in plan.levels(kind) {
                 let mut samples = Samples::new();
+                let what = format!("baseline {} {} {clients} clients", kind.name(), log.name());
+                progress.start(&what);
                 for rep in 0..setup.warmup + setup.repeat {
-                    match once(setup, kind, log, clients, orders) {
+                    let outcome = once(setup, kind, log, clients, orders);
+                    progress.run_done();
+                    match outcome {
                         Ok((tput, h)) if rep >= setup.warmup => samples.push(tput, &h),
                         Ok(_) => {}
                         Err(e) => {
-                            eprintln!("baseline {} {} {clients}: {e:#}", kind.name(), log.name());
+                            progress.suspend(|| {
+                                eprintln!(
+                                    "baseline {} {} {clients}: {e:#}",
+                                    kind.name(),
+                                    log.name()
+                                )
+                            });
                             samples.validated = false;
+                            progress.skipped(setup.runs() - (rep as u64 + 1));
                             break;
                         }
                     }
@@ -219,7 +247,10 @@ pub fn run(setup: &Setup, printer: &Printer, plan: &BaselinePlan) -> Result<bool
                     Kind::Direct => "synchronous method calls on one thread, no actors; one commit per order",
                     Kind::Threads => "one OS thread per client, a mutex per engine pair held while both shards apply and commit",
                 };
-                printer.configuration("trading", kind.name(), &p, &samples, notes)?;
+                progress.suspend(|| {
+                    printer.configuration("trading", kind.name(), &p, &samples, notes)
+                })?;
+                progress.configuration_done(&what);
             }
         }
     }

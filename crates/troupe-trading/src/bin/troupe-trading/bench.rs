@@ -9,12 +9,15 @@
 //!
 //! Fsync runs use fewer orders (each order waits for a disk flush), and this disk's own fsync
 //! latency is measured first, in the same run, so the two can be compared.
+//!
+//! [`Progress`] shows how far a benchmark is, on stderr, for every benchmark of the program.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context as _, Result};
+use indicatif::{HumanDuration, ProgressBar, ProgressState, ProgressStyle};
 use serde_json::{json, Map, Value};
 use troupe::System;
 use troupe_trading::load::{self, LoadReport};
@@ -99,7 +102,14 @@ pub fn closed_once(
     let system = system(setup)?;
     let exchange = exchange(&system, style, log, dir.path())?;
     let scenario = Arc::new(SeedScenario::new(exchange.market()));
-    let timeout = Duration::from_secs(900);
+    // A safety net against a stuck run, growing with the run: 15 minutes, plus a millisecond
+    // per order in fsync mode (each waits for the disk) or 10 us per order otherwise.
+    let per_order = if log == LogMode::Fsync {
+        Duration::from_millis(1)
+    } else {
+        Duration::from_micros(10)
+    };
+    let timeout = Duration::from_secs(900) + per_order * u32::try_from(orders).unwrap_or(u32::MAX);
     let warm_rounds = scenario.rounds_per_client(warmup_orders(setup, orders), clients);
     let warm = load::closed_loop(&system, &exchange, &scenario, clients, warm_rounds, timeout)?;
     let rounds = scenario.rounds_per_client(orders, clients);
@@ -130,12 +140,31 @@ pub struct ClosedPlan {
     pub fsync_orders: u64,
 }
 
+impl ClosedPlan {
+    /// Runs in all: every repetition of every configuration, and one fsync probe per fsync
+    /// log mode.
+    pub fn runs(&self, setup: &Setup) -> u64 {
+        let configurations = (self.logs.len() * self.styles.len() * self.clients.len()) as u64;
+        let probes = self.logs.iter().filter(|&&l| l == LogMode::Fsync).count() as u64;
+        configurations * setup.runs() + probes
+    }
+}
+
 /// The closed-loop matrix. Returns false if any check failed.
-pub fn closed(setup: &Setup, printer: &Printer, plan: &ClosedPlan) -> Result<bool> {
+pub fn closed(
+    setup: &Setup,
+    printer: &Printer,
+    progress: &Progress,
+    plan: &ClosedPlan,
+) -> Result<bool> {
     let mut all_valid = true;
     for &log in &plan.logs {
         let disk_p99 = if log == LogMode::Fsync {
-            Some(fsync_probe(setup, printer)?)
+            progress.start("fsync probe");
+            let disk = fsync_probe(setup, printer, progress)?;
+            progress.run_done();
+            progress.configuration_done("fsync probe");
+            Some(disk)
         } else {
             None
         };
@@ -149,16 +178,22 @@ pub fn closed(setup: &Setup, printer: &Printer, plan: &ClosedPlan) -> Result<boo
                 let mut samples = Samples::new();
                 let mut batches = Vec::new();
                 let label = format!("{} {} {clients} clients", style.name(), log.name());
+                let what = format!("closed {label}");
+                progress.start(&what);
                 for rep in 0..setup.warmup + setup.repeat {
-                    match closed_once(setup, style, log, clients, orders) {
+                    let outcome = closed_once(setup, style, log, clients, orders);
+                    progress.run_done();
+                    match outcome {
                         Ok((report, per_commit)) if rep >= setup.warmup => {
                             samples.push(report.throughput(), &report.latency);
                             batches.extend(per_commit);
                         }
                         Ok(_) => {}
                         Err(e) => {
-                            eprintln!("{label}: check failed: {e:#}");
+                            progress.suspend(|| eprintln!("{label}: check failed: {e:#}"));
                             samples.validated = false;
+                            // The remaining repetitions are not run.
+                            progress.skipped(setup.runs() - (rep as u64 + 1));
                             break;
                         }
                     }
@@ -199,10 +234,14 @@ pub fn closed(setup: &Setup, printer: &Printer, plan: &ClosedPlan) -> Result<boo
                         ));
                     }
                 }
-                printer.configuration("trading", "troupe", &params, &samples, &notes)?;
-                if let Some(line) = ratio {
-                    printer.say(line);
-                }
+                progress.suspend(|| -> Result<()> {
+                    printer.configuration("trading", "troupe", &params, &samples, &notes)?;
+                    if let Some(line) = ratio {
+                        printer.say(line);
+                    }
+                    Ok(())
+                })?;
+                progress.configuration_done(&what);
             }
         }
     }
@@ -219,7 +258,7 @@ pub struct DiskFsync {
 
 /// Measures this disk's fsync latency in the logs' file system, with one writer and with six
 /// (the exchange's engines all flush at once).
-pub fn fsync_probe(setup: &Setup, printer: &Printer) -> Result<DiskFsync> {
+pub fn fsync_probe(setup: &Setup, printer: &Printer, progress: &Progress) -> Result<DiskFsync> {
     let count = if setup.quick { 50 } else { 1000 };
     let mut p99 = [0.0; 2];
     for (i, writers) in [1usize, 6].into_iter().enumerate() {
@@ -241,22 +280,25 @@ pub fn fsync_probe(setup: &Setup, printer: &Printer) -> Result<DiskFsync> {
         let notes = format!(
             "fdatasync after appending one log record; {writers} writer(s), a file each, same file system as the logs"
         );
-        for (m, (metric, _)) in crate::report::PERCENTILES.iter().enumerate() {
-            printer.record(
-                "fsync-probe",
-                metric,
-                "disk",
-                &params,
-                "us",
-                vec![p[m]],
-                true,
-                &notes,
-            )?;
-        }
-        printer.say(format!(
-            "fsync-probe disk      {writers} writer(s), {} x fdatasync of a {}-byte append: p5 {:.0}  p50 {:.0}  p95 {:.0}  p99 {:.0}  p99.9 {:.0} us",
-            times.len(), troupe_trading::RECORD_BYTES, p[0], p[1], p[2], p[3], p[4]
-        ));
+        progress.suspend(|| -> Result<()> {
+            for (m, (metric, _)) in crate::report::PERCENTILES.iter().enumerate() {
+                printer.record(
+                    "fsync-probe",
+                    metric,
+                    "disk",
+                    &params,
+                    "us",
+                    vec![p[m]],
+                    true,
+                    &notes,
+                )?;
+            }
+            printer.say(format!(
+                "fsync-probe disk      {writers} writer(s), {} x fdatasync of a {}-byte append: p5 {:.0}  p50 {:.0}  p95 {:.0}  p99 {:.0}  p99.9 {:.0} us",
+                times.len(), troupe_trading::RECORD_BYTES, p[0], p[1], p[2], p[3], p[4]
+            ));
+            Ok(())
+        })?;
         if p[3].is_nan() || p[3] <= 0.0 {
             bail!("the fsync probe measured nothing");
         }
@@ -273,4 +315,116 @@ pub fn params(pairs: &[(&str, Value)]) -> Map<String, Value> {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), v.clone()))
         .collect()
+}
+
+/// How far a benchmark is, on stderr. On a terminal: a bar with the runs done, the time
+/// elapsed, the time left and the current configuration (results printed while it shows go
+/// through [`Progress::suspend`], so they never mix with it). Elsewhere (a log file, a pipe):
+/// one line per finished configuration with the time left, estimated from the average run so
+/// far. Never on stdout, so `--json` output stays pure JSON lines.
+pub struct Progress {
+    bar: ProgressBar,
+    /// Print lines instead of the bar (stderr is not a terminal).
+    lines: bool,
+}
+
+impl Progress {
+    /// Progress over `runs` runs.
+    pub fn new(runs: u64) -> Self {
+        let bar = ProgressBar::new(runs);
+        // indicatif draws nothing when stderr is not a terminal.
+        let lines = bar.is_hidden();
+        if !lines {
+            // The current configuration, then the bar with indicatif's estimate of the time
+            // left ({eta}), which it cannot make before the first run is done.
+            if let Ok(style) = ProgressStyle::with_template(
+                "{msg}\n[{elapsed_precise}] {wide_bar} {pos}/{len} runs, {left}",
+            ) {
+                bar.set_style(style.progress_chars("=> ").with_key(
+                    "left",
+                    |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = if state.pos() == 0 {
+                            write!(w, "time left not known yet")
+                        } else {
+                            write!(w, "about {} left", HumanDuration(state.eta()))
+                        };
+                    },
+                ));
+            }
+            // Keeps elapsed time and ETA moving during a long run.
+            bar.enable_steady_tick(Duration::from_secs(1));
+        }
+        Progress { bar, lines }
+    }
+
+    /// No progress at all.
+    pub fn hidden() -> Self {
+        Progress {
+            bar: ProgressBar::hidden(),
+            lines: false,
+        }
+    }
+
+    /// A configuration starts.
+    pub fn start(&self, what: &str) {
+        self.bar.set_message(what.to_owned());
+    }
+
+    /// One run is done.
+    pub fn run_done(&self) {
+        self.bar.inc(1);
+    }
+
+    /// Runs counted up front that will not run (after a failure, or an open-loop sweep that
+    /// stopped early).
+    pub fn skipped(&self, runs: u64) {
+        self.bar.dec_length(runs);
+    }
+
+    /// A configuration is done: without a terminal, one line on stderr.
+    pub fn configuration_done(&self, what: &str) {
+        if !self.lines {
+            return;
+        }
+        let (done, total) = (self.bar.position(), self.bar.length().unwrap_or(0));
+        let elapsed = self.bar.elapsed();
+        let left = if done >= total {
+            format!("all done in {}", human(elapsed))
+        } else if done == 0 {
+            "time left not known yet".to_owned()
+        } else {
+            format!(
+                "about {} left",
+                human(elapsed.mul_f64((total - done) as f64 / done as f64))
+            )
+        };
+        eprintln!("{what}: {done}/{total} runs done, {left}");
+    }
+
+    /// Runs `f` (which prints) with the bar out of the way.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.bar.suspend(f)
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        // Also on an error, so the error is not printed after a stale bar.
+        self.bar.finish_and_clear();
+    }
+}
+
+/// A duration for people: `45 s`, `3 min 10 s`, `2 h 5 min`.
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs_f64().round() as u64;
+    match s {
+        0..=59 => format!("{s} s"),
+        60..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
 }

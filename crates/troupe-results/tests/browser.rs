@@ -1,0 +1,202 @@
+//! The report as a reader sees it: rendered from the fixtures, opened in headless Chromium.
+//!
+//! Checks that no script error or console error occurs, that the page loads nothing from
+//! anywhere (it is self-contained), that every chart's SVG has a size, and that no text leaves
+//! its box (no horizontal scroll of the page, no table cell wider than itself, no chart text
+//! outside its chart). Keeps a screenshot of the page as
+//! `results/report-check/screenshot.png` at the workspace's root.
+//!
+//! Chromium is made present by `scripts/install-chromium.sh` (apt-get, as root) when it is
+//! missing; where that is impossible the test says so loudly and skips.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use troupe_results::report::{self, Series};
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A Chromium on PATH, installing one through the project's script if there is none.
+fn chromium() -> Option<PathBuf> {
+    let find = || {
+        ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
+            .iter()
+            .find_map(|name| {
+                let out = Command::new("sh")
+                    .args(["-c", &format!("command -v {name}")])
+                    .output()
+                    .ok()?;
+                let path = String::from_utf8(out.stdout).ok()?;
+                let path = path.trim();
+                (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+            })
+    };
+    if let Some(found) = find() {
+        return Some(found);
+    }
+    let script = workspace_root().join("scripts/install-chromium.sh");
+    let status = Command::new("bash").arg(&script).status();
+    match status {
+        Ok(s) if s.success() => find(),
+        _ => None,
+    }
+}
+
+/// Runs Chromium headless with `args`, killing it after `limit`; returns its stdout.
+fn run_chromium(chromium: &Path, profile: &Path, args: &[&str], limit: Duration) -> String {
+    let mut child = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chromium");
+    let started = Instant::now();
+    loop {
+        if child.try_wait().expect("wait for chromium").is_some() {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within {limit:?} (args {args:?})");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("chromium's output");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs in the page: records errors from the start, and once the page has loaded, measures
+/// it and writes the findings as JSON into `<pre id="troupe-check">`.
+const CHECK_SCRIPT: &str = r#"<script>
+window.__errors = [];
+window.addEventListener('error', e => window.__errors.push('error: ' + e.message));
+window.addEventListener('unhandledrejection', e => window.__errors.push('rejection: ' + e.reason));
+for (const level of ['error', 'warn']) {
+  const original = console[level].bind(console);
+  console[level] = (...a) => { window.__errors.push(level + ': ' + a.join(' ')); original(...a); };
+}
+window.addEventListener('load', () => {
+  const svgs = [...document.querySelectorAll('svg')].filter(s => !s.parentElement.closest('svg'));
+  const sizes = svgs.map(s => { const r = s.getBoundingClientRect(); return [r.width, r.height]; });
+  const overflowing = [];
+  const page = document.documentElement;
+  if (page.scrollWidth > window.innerWidth + 1) overflowing.push('page: ' + page.scrollWidth + ' > ' + window.innerWidth);
+  for (const el of document.querySelectorAll('td, th, h1, h2, h3, p, li, caption, figcaption')) {
+    if (el.scrollWidth > el.clientWidth + 1) overflowing.push(el.tagName + ': ' + el.textContent.slice(0, 60));
+  }
+  for (const svg of svgs) {
+    const box = svg.getBoundingClientRect();
+    for (const t of svg.querySelectorAll('text')) {
+      if (!t.textContent.trim()) continue;
+      const r = t.getBoundingClientRect();
+      if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1)
+        overflowing.push('chart text: ' + t.textContent.slice(0, 60));
+    }
+  }
+  const resources = performance.getEntriesByType('resource').map(r => r.name);
+  const pre = document.createElement('pre');
+  pre.id = 'troupe-check';
+  pre.textContent = JSON.stringify({errors: window.__errors, sizes, overflowing, resources,
+                                    tables: document.querySelectorAll('table').length});
+  document.body.appendChild(pre);
+});
+</script>"#;
+
+#[test]
+fn the_report_renders_cleanly_in_a_browser() {
+    let Some(chromium) = chromium() else {
+        eprintln!();
+        eprintln!("================================================================");
+        eprintln!("SKIPPED: the report's browser test needs Chromium, and none could");
+        eprintln!("be installed (run scripts/install-chromium.sh as root).");
+        eprintln!("================================================================");
+        return;
+    };
+    let series = vec![
+        Series::from_file(&fixture("results-a.jsonl")).expect("fixture a"),
+        Series::from_file(&fixture("results-b.jsonl")).expect("fixture b"),
+    ];
+    let out = workspace_root().join("results/report-check");
+    let page = report::write(&series, &out).expect("write the report");
+    let html = std::fs::read_to_string(&page).expect("read the report");
+    assert!(!html.contains("<script"), "the report itself needs no script");
+
+    // The checked copy: the same page with the measuring script first in <head>.
+    let checked = out.join("check.html");
+    let with_script = html.replacen("<head>", &format!("<head>{CHECK_SCRIPT}"), 1);
+    assert_ne!(with_script, html, "the page has a <head>");
+    std::fs::write(&checked, with_script).expect("write the checked copy");
+
+    let profile = tempfile::tempdir().expect("a browser profile folder");
+    let url = |p: &Path| format!("file://{}", p.canonicalize().expect("page path").display());
+    let dom = run_chromium(
+        &chromium,
+        profile.path(),
+        &[
+            "--window-size=1280,900",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            &url(&checked),
+        ],
+        Duration::from_secs(120),
+    );
+    let start = dom
+        .find("<pre id=\"troupe-check\">")
+        .unwrap_or_else(|| panic!("the check did not run; the DOM:\n{}", &dom[..dom.len().min(2000)]));
+    let json = &dom[start + "<pre id=\"troupe-check\">".len()..];
+    let json = &json[..json.find("</pre>").expect("end of the check")];
+    let json = json
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let check: serde_json::Value = serde_json::from_str(&json).expect("the check's JSON");
+
+    assert_eq!(check["errors"], serde_json::json!([]), "console errors");
+    assert_eq!(check["resources"], serde_json::json!([]), "the page loaded resources");
+    let sizes = check["sizes"].as_array().expect("sizes");
+    assert!(sizes.len() >= 10, "only {} charts", sizes.len());
+    for (i, size) in sizes.iter().enumerate() {
+        let (w, h) = (size[0].as_f64().unwrap(), size[1].as_f64().unwrap());
+        assert!(w > 100.0 && h > 100.0, "chart {i} is {w} x {h}");
+    }
+    assert_eq!(check["overflowing"], serde_json::json!([]), "text out of its box");
+    assert!(check["tables"].as_u64().unwrap() >= sizes.len() as u64 / 2);
+
+    // The screenshot, kept as an artifact.
+    let shot = out.join("screenshot.png");
+    let _ = std::fs::remove_file(&shot);
+    run_chromium(
+        &chromium,
+        profile.path(),
+        &[
+            "--window-size=1280,2400",
+            &format!("--screenshot={}", shot.display()),
+            &url(&page),
+        ],
+        Duration::from_secs(120),
+    );
+    let png = std::fs::read(&shot).expect("the screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot");
+    eprintln!("screenshot: {}", shot.display());
+}
