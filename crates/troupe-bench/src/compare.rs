@@ -597,7 +597,7 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
             summary.push(record);
         }
     }
-    let report = troupe_results::write_results(&folder, &summary)?;
+    let report = troupe_results::write_results(&folder, &summary).context("writing the results")?;
     if runner.json {
         for record in &summary {
             runner.emit(record)?;
@@ -751,7 +751,6 @@ fn render_markdown(
     md
 }
 
-
 /// The peers folder: `--peers-dir`, else `./peers`, else the one next to this crate's sources.
 pub fn default_peers_dir() -> PathBuf {
     let here = Path::new("peers");
@@ -812,8 +811,14 @@ mod tests {
     fn time_left_is_estimated_from_the_steps_done() {
         use std::time::Duration;
         assert_eq!(time_left(Duration::from_secs(10), 0, 4), "");
-        assert_eq!(time_left(Duration::from_secs(10), 1, 4), ", about 30 s left");
-        assert_eq!(time_left(Duration::from_secs(100), 1, 3), ", about 3 min 20 s left");
+        assert_eq!(
+            time_left(Duration::from_secs(10), 1, 4),
+            ", about 30 s left"
+        );
+        assert_eq!(
+            time_left(Duration::from_secs(100), 1, 3),
+            ", about 3 min 20 s left"
+        );
         assert_eq!(time_left(Duration::from_secs(10), 4, 4), "");
     }
 

@@ -386,7 +386,8 @@ fn run() -> Result<()> {
             if kept.is_empty() {
                 let _ = std::fs::remove_dir(&folder);
             } else {
-                let page = troupe_results::write_results(&folder, &kept)?;
+                let page =
+                    troupe_results::write_results(&folder, &kept).context("writing the results")?;
                 eprintln!("results and report: {}", page.display());
             }
             outcome
@@ -445,8 +446,7 @@ fn report_command(files: &[std::path::PathBuf], out: &std::path::Path) -> Result
         .iter()
         .map(|path| troupe_results::report::Series::from_file(path))
         .collect::<Result<Vec<_>, _>>()?;
-    let page = troupe_results::report::write(&series, out)
-        .with_context(|| format!("writing the report into {}", out.display()))?;
+    let page = troupe_results::report::write(&series, out).context("writing the report")?;
     let records: usize = series.iter().map(|s| s.records.len()).sum();
     eprintln!(
         "{records} records from {} file(s); report: {}",

@@ -99,9 +99,11 @@ impl Runner {
 fn progress(label: &str, total: u64) -> ProgressBar {
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left")
-            .expect("static template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{prefix:>24} [{bar:30}] {pos}/{len} {elapsed}, about {eta} left",
+        )
+        .expect("static template")
+        .progress_chars("=> "),
     );
     bar.set_prefix(label.to_owned());
     bar

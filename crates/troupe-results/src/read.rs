@@ -9,11 +9,12 @@ use crate::schema::Record;
 #[non_exhaustive]
 pub enum ReadError {
     /// The file could not be opened or read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        /// Named `error`, not `source`: the message includes it, so it is not repeated as a
+        /// cause.
+        error: std::io::Error,
     },
     /// A line is not a record of the schema.
     #[error("{path}:{line}: not a result record: {what}")]
@@ -32,9 +33,9 @@ pub enum ReadError {
 
 /// Reads a JSON Lines results file (blank lines are skipped).
 pub fn read_file(path: &Path) -> Result<Vec<Record>, ReadError> {
-    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+    let bytes = std::fs::read(path).map_err(|error| ReadError::Io {
         path: path.to_owned(),
-        source,
+        error,
     })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let line = e.as_bytes()[..e.utf8_error().valid_up_to()]
@@ -151,7 +152,10 @@ mod tests {
     fn a_malformed_line_is_named() {
         let text = format!("{GOOD}\n{{\"scenario\": 3}}\n{GOOD}\n");
         let e = parse(&text).unwrap_err().to_string();
-        assert!(e.starts_with("r.jsonl:2: not a result record: invalid type"), "{e}");
+        assert!(
+            e.starts_with("r.jsonl:2: not a result record: invalid type"),
+            "{e}"
+        );
         assert!(!e.contains("at line 1"), "{e}");
     }
 
@@ -159,7 +163,10 @@ mod tests {
     fn a_missing_field_is_named() {
         let text = GOOD.replace(r#""unit":"msgs/s","#, "");
         let e = parse(&format!("{text}\n")).unwrap_err().to_string();
-        assert!(e.contains("r.jsonl:1:") && e.contains("missing field `unit`"), "{e}");
+        assert!(
+            e.contains("r.jsonl:1:") && e.contains("missing field `unit`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //!
 //! The page needs nothing else: inline CSS, no script, no font, no request anywhere.
 //!
-//! The work is split in four parts: [`model`] (the data a chart is made of), `sections`
-//! (which records go into which chart, per scenario), [`chart`] (drawing a chart as SVG) and
+//! The work is split in four parts: `model` (the data a chart is made of), `sections`
+//! (which records go into which chart, per scenario), `chart` (drawing a chart as SVG) and
 //! `html` (the page and its tables).
 
 use std::path::{Path, PathBuf};
@@ -44,9 +44,10 @@ impl Series {
     /// report over several folders can be told apart.
     pub fn from_file(path: &Path) -> Result<Series, ReadError> {
         let records = read_file(path)?;
-        let file = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |f| f.to_string_lossy().into_owned());
+        let file = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        );
         let folder = path
             .parent()
             .and_then(Path::file_name)
@@ -75,7 +76,9 @@ fn render_at(series: &[Series], generated: &str) -> String {
         .iter()
         .enumerate()
         .flat_map(|(i, s)| {
-            s.records.iter().map(move |record| model::Item { series: i, record })
+            s.records
+                .iter()
+                .map(move |record| model::Item { series: i, record })
         })
         .collect();
     let ctx = sections::Ctx {
@@ -105,9 +108,8 @@ fn distinct_labels(series: &[Series]) -> Vec<String> {
 /// written under a temporary name in `dir` and then renamed, so no reader ever sees half of
 /// it.
 pub fn write(series: &[Series], dir: &Path) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()))
-    })?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let page = dir.join("index.html");
     crate::output::write_whole(&page, render(series).as_bytes())?;
     Ok(page)
@@ -118,7 +120,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn record(scenario: &str, metric: &str, contender: &str, params: serde_json::Value, unit: &str, median: f64) -> Record {
+    fn record(
+        scenario: &str,
+        metric: &str,
+        contender: &str,
+        params: serde_json::Value,
+        unit: &str,
+        median: f64,
+    ) -> Record {
         let mut r = Record::new(
             scenario,
             metric,
@@ -155,14 +164,58 @@ mod tests {
     #[test]
     fn one_point_and_zero_values_draw() {
         let records = vec![
-            record("counter", "throughput", "troupe", json!({"producers": 2, "per_producer": 300}), "msgs/s", 5.0),
-            record("chain", "elapsed", "troupe", json!({"length": 10, "mode": "actors"}), "ms", 0.0),
-            record("chain", "elapsed", "troupe", json!({"length": 100, "mode": "actors"}), "ms", 2.0),
-            record("ring", "throughput", "troupe", json!({"actors": 1, "rounds": 1}), "msgs/s", 7.0),
-            record("ring", "throughput", "erlang", json!({"actors": 1, "rounds": 1}), "msgs/s", 7.0),
+            record(
+                "counter",
+                "throughput",
+                "troupe",
+                json!({"producers": 2, "per_producer": 300}),
+                "msgs/s",
+                5.0,
+            ),
+            record(
+                "chain",
+                "elapsed",
+                "troupe",
+                json!({"length": 10, "mode": "actors"}),
+                "ms",
+                0.0,
+            ),
+            record(
+                "chain",
+                "elapsed",
+                "troupe",
+                json!({"length": 100, "mode": "actors"}),
+                "ms",
+                2.0,
+            ),
+            record(
+                "ring",
+                "throughput",
+                "troupe",
+                json!({"actors": 1, "rounds": 1}),
+                "msgs/s",
+                7.0,
+            ),
+            record(
+                "ring",
+                "throughput",
+                "erlang",
+                json!({"actors": 1, "rounds": 1}),
+                "msgs/s",
+                7.0,
+            ),
         ];
-        let page = render_at(&[Series { label: "x".into(), records }], "now");
-        assert!(page.contains("not drawn: ≤ 0 on a log axis"), "the zero on chain's log axis");
+        let page = render_at(
+            &[Series {
+                label: "x".into(),
+                records,
+            }],
+            "now",
+        );
+        assert!(
+            page.contains("not drawn: ≤ 0 on a log axis"),
+            "the zero on chain's log axis"
+        );
         assert!(page.contains("1 value not drawn"));
         assert!(!page.contains("NaN") && !page.contains("inf<"));
     }

@@ -28,17 +28,22 @@ fn fixture(name: &str) -> PathBuf {
 /// A Chromium on PATH, installing one through the project's script if there is none.
 fn chromium() -> Option<PathBuf> {
     let find = || {
-        ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
-            .iter()
-            .find_map(|name| {
-                let out = Command::new("sh")
-                    .args(["-c", &format!("command -v {name}")])
-                    .output()
-                    .ok()?;
-                let path = String::from_utf8(out.stdout).ok()?;
-                let path = path.trim();
-                (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
-            })
+        [
+            "chromium",
+            "chromium-browser",
+            "google-chrome",
+            "google-chrome-stable",
+        ]
+        .iter()
+        .find_map(|name| {
+            let out = Command::new("sh")
+                .args(["-c", &format!("command -v {name}")])
+                .output()
+                .ok()?;
+            let path = String::from_utf8(out.stdout).ok()?;
+            let path = path.trim();
+            (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+        })
     };
     if let Some(found) = find() {
         return Some(found);
@@ -69,6 +74,12 @@ fn run_chromium(chromium: &Path, profile: &Path, args: &[&str], limit: Duration)
         .stderr(Stdio::null())
         .spawn()
         .expect("start chromium");
+    // Read stdout while it runs: a DOM dump is far larger than a pipe holds.
+    let mut stdout = child.stdout.take().expect("chromium's stdout");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut text).map(|_| text)
+    });
     let started = Instant::now();
     loop {
         if child.try_wait().expect("wait for chromium").is_some() {
@@ -81,8 +92,11 @@ fn run_chromium(chromium: &Path, profile: &Path, args: &[&str], limit: Duration)
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let out = child.wait_with_output().expect("chromium's output");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let out = reader
+        .join()
+        .expect("the reader thread")
+        .expect("chromium's output");
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Runs in the page: records errors from the start, and once the page has loaded, measures
@@ -139,7 +153,10 @@ fn the_report_renders_cleanly_in_a_browser() {
     let out = workspace_root().join("results/report-check");
     let page = report::write(&series, &out).expect("write the report");
     let html = std::fs::read_to_string(&page).expect("read the report");
-    assert!(!html.contains("<script"), "the report itself needs no script");
+    assert!(
+        !html.contains("<script"),
+        "the report itself needs no script"
+    );
 
     // The checked copy: the same page with the measuring script first in <head>.
     let checked = out.join("check.html");
@@ -160,9 +177,12 @@ fn the_report_renders_cleanly_in_a_browser() {
         ],
         Duration::from_secs(120),
     );
-    let start = dom
-        .find("<pre id=\"troupe-check\">")
-        .unwrap_or_else(|| panic!("the check did not run; the DOM:\n{}", &dom[..dom.len().min(2000)]));
+    let start = dom.find("<pre id=\"troupe-check\">").unwrap_or_else(|| {
+        panic!(
+            "the check did not run; the DOM:\n{}",
+            &dom[..dom.len().min(2000)]
+        )
+    });
     let json = &dom[start + "<pre id=\"troupe-check\">".len()..];
     let json = &json[..json.find("</pre>").expect("end of the check")];
     let json = json
@@ -173,14 +193,22 @@ fn the_report_renders_cleanly_in_a_browser() {
     let check: serde_json::Value = serde_json::from_str(&json).expect("the check's JSON");
 
     assert_eq!(check["errors"], serde_json::json!([]), "console errors");
-    assert_eq!(check["resources"], serde_json::json!([]), "the page loaded resources");
+    assert_eq!(
+        check["resources"],
+        serde_json::json!([]),
+        "the page loaded resources"
+    );
     let sizes = check["sizes"].as_array().expect("sizes");
     assert!(sizes.len() >= 10, "only {} charts", sizes.len());
     for (i, size) in sizes.iter().enumerate() {
         let (w, h) = (size[0].as_f64().unwrap(), size[1].as_f64().unwrap());
         assert!(w > 100.0 && h > 100.0, "chart {i} is {w} x {h}");
     }
-    assert_eq!(check["overflowing"], serde_json::json!([]), "text out of its box");
+    assert_eq!(
+        check["overflowing"],
+        serde_json::json!([]),
+        "text out of its box"
+    );
     assert!(check["tables"].as_u64().unwrap() >= sizes.len() as u64 / 2);
 
     // The screenshot, kept as an artifact.
@@ -197,6 +225,9 @@ fn the_report_renders_cleanly_in_a_browser() {
         Duration::from_secs(120),
     );
     let png = std::fs::read(&shot).expect("the screenshot");
-    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "a real screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "a real screenshot"
+    );
     eprintln!("screenshot: {}", shot.display());
 }

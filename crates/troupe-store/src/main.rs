@@ -329,7 +329,7 @@ fn bench_command(args: BenchArgs) -> Result<()> {
     let mut progress = |line: &str| eprintln!("{line}");
     let result = bench::run(&config, &mut progress)?;
     let records = report::records(&result);
-    let page = troupe_results::write_results(&args.out, &records)?;
+    let page = troupe_results::write_results(&args.out, &records).context("writing the results")?;
     let lines: Vec<String> = records
         .iter()
         .map(serde_json::to_string)

@@ -114,7 +114,9 @@ fn the_troupe_store_stays_fast_while_search_hangs_and_the_baseline_waits() {
         timeline.iter().any(|r| r.params["phase"] == "search_hangs"),
         "the timeline labels the seconds of the hang"
     );
-    assert!(records.iter().all(|r| r.median.is_finite() && !r.samples.is_empty()));
+    assert!(records
+        .iter()
+        .all(|r| r.median.is_finite() && !r.samples.is_empty()));
 }
 
 /// A response: status and body.

@@ -14,9 +14,9 @@ use plotters::coord::ranged1d::AsRangedCoord;
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::{
-    ChartBuilder, Circle, Color, DrawingArea, ErrorBar,
-    FontStyle, FontTransform, IntoDrawingArea, IntoFont, IntoLogRange, PathElement, RGBColor,
-    Rectangle, SVGBackend, ShapeStyle, Text, TextStyle, WHITE,
+    ChartBuilder, Circle, Color, DrawingArea, ErrorBar, FontStyle, FontTransform, IntoDrawingArea,
+    IntoFont, IntoLogRange, PathElement, RGBColor, Rectangle, SVGBackend, ShapeStyle, Text,
+    TextStyle, WHITE,
 };
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -57,6 +57,8 @@ pub(super) struct Drawn {
     pub svg: String,
     /// Whether the value axis came out logarithmic.
     pub y_log: bool,
+    /// Whether the x axis is logarithmic.
+    pub x_log: bool,
     /// How many values could not be drawn (not finite, or not positive on a log axis).
     pub hidden: usize,
     /// Whether a drawn value failed its run's check (drawn hollow).
@@ -75,13 +77,11 @@ pub(super) fn draw(chart: &Chart) -> Drawn {
     if let Err(e) = painted {
         svg = fallback(&chart.title, &e.to_string());
     }
-    let labelled = format!(
-        "<svg role=\"img\" aria-label=\"{}\" ",
-        escape(&chart.title)
-    );
+    let labelled = format!("<svg role=\"img\" aria-label=\"{}\" ", escape(&chart.title));
     Drawn {
         svg: svg.replacen("<svg ", &labelled, 1),
         y_log: frame.y.log,
+        x_log: frame.x.as_ref().is_some_and(|x| x.log),
         hidden: frame.hidden,
         failed: frame.failed,
     }
@@ -155,10 +155,7 @@ impl Frame {
         let group_lines = match &chart.plot {
             Plot::Bars { groups, .. } => {
                 let width = f64::from(right - left) / groups.len().max(1) as f64 - 8.0;
-                groups
-                    .iter()
-                    .map(|g| wrap(g, TICK_PX, width, 3))
-                    .collect()
+                groups.iter().map(|g| wrap(g, TICK_PX, width, 3)).collect()
             }
             Plot::Lines { .. } => Vec::new(),
         };
@@ -292,10 +289,7 @@ fn x_axis(lines: &[Line], bands: &[Band], log: bool) -> Axis {
         lo,
         hi,
         log,
-        ticks: ticks
-            .into_iter()
-            .filter(|t| *t >= lo && *t <= hi)
-            .collect(),
+        ticks: ticks.into_iter().filter(|t| *t >= lo && *t <= hi).collect(),
     }
 }
 
@@ -306,7 +300,11 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
 
 /// A log axis over positive `lo..=hi`: bars start at a power of ten below every value.
 fn log_axis(lo: f64, hi: f64, bars: bool) -> Axis {
-    let (mut lo, mut hi) = if lo == hi { (lo / 2.0, hi * 2.0) } else { (lo, hi) };
+    let (mut lo, mut hi) = if lo == hi {
+        (lo / 2.0, hi * 2.0)
+    } else {
+        (lo, hi)
+    };
     if bars {
         lo = 10f64.powf((lo / 1.2).log10().floor());
         hi *= 1.7;
@@ -568,7 +566,14 @@ fn paint(root: &Root<'_>, chart: &Chart, frame: &Frame) -> Painted {
 
 /// Paints the chart with plotters' mapping of `x` and `y` (linear or log) onto the plot
 /// area `area`; everything is drawn on `root` in pixels.
-fn paint_in<X, Y>(root: &Root<'_>, area: &Root<'_>, x: X, y: Y, chart: &Chart, frame: &Frame) -> Painted
+fn paint_in<X, Y>(
+    root: &Root<'_>,
+    area: &Root<'_>,
+    x: X,
+    y: Y,
+    chart: &Chart,
+    frame: &Frame,
+) -> Painted
 where
     X: AsRangedCoord<Value = f64>,
     Y: AsRangedCoord<Value = f64>,
@@ -594,7 +599,7 @@ fn paint_bands(root: &Root<'_>, frame: &Frame, bands: &[Band], map: Mapping<'_>)
     for band in bands {
         let from = band.from.max(x.lo);
         let to = band.to.min(x.hi);
-        if !(from < to) || (x.log && from <= 0.0) {
+        if from >= to || from.is_nan() || to.is_nan() || (x.log && from <= 0.0) {
             continue;
         }
         let (left, _) = map(from, frame.y.hi);
@@ -659,11 +664,20 @@ fn row(map: Mapping<'_>, frame: &Frame, v: f64) -> i32 {
     map(frame.x.as_ref().map_or(0.0, |x| x.lo), v).1
 }
 
-fn paint_bars(root: &Root<'_>, frame: &Frame, groups: usize, bars: &[Bar], map: Mapping<'_>) -> Painted {
+fn paint_bars(
+    root: &Root<'_>,
+    frame: &Frame,
+    groups: usize,
+    bars: &[Bar],
+    map: Mapping<'_>,
+) -> Painted {
     let groups = groups.max(1);
     let group_width = f64::from(frame.right - frame.left) / groups as f64;
     let mut in_group: Vec<Vec<&Bar>> = vec![Vec::new(); groups];
-    for bar in bars.iter().filter(|b| b.group < groups && visible(&b.mark, &frame.y)) {
+    for bar in bars
+        .iter()
+        .filter(|b| b.group < groups && visible(&b.mark, &frame.y))
+    {
         in_group[bar.group].push(bar);
     }
     for members in &mut in_group {
@@ -744,7 +758,14 @@ fn paint_lines(root: &Root<'_>, frame: &Frame, lines: &[Line], map: Mapping<'_>)
         for ((_, mark), (px, py)) in points.iter().zip(&pixels) {
             let (low, high) = (row(map, frame, mark.min), row(map, frame, mark.max));
             if high < low {
-                root.draw(&ErrorBar::new_vertical(*px, low, *py, high, ink.filled(), 8))?;
+                root.draw(&ErrorBar::new_vertical(
+                    *px,
+                    low,
+                    *py,
+                    high,
+                    ink.filled(),
+                    8,
+                ))?;
             } else {
                 root.draw(&Circle::new((*px, *py), 4, ink.filled()))?;
             }
@@ -759,13 +780,20 @@ fn paint_lines(root: &Root<'_>, frame: &Frame, lines: &[Line], map: Mapping<'_>)
 fn paint_axes(root: &Root<'_>, chart: &Chart, frame: &Frame, map: Mapping<'_>) -> Painted {
     let axis = AXIS.stroke_width(1);
     root.draw(&PathElement::new(
-        [(frame.left, frame.top), (frame.left, frame.bottom), (frame.right, frame.bottom)],
+        [
+            (frame.left, frame.top),
+            (frame.left, frame.bottom),
+            (frame.right, frame.bottom),
+        ],
         axis,
     ))?;
     // Value ticks, right-aligned left of the plot.
     for t in &frame.y.ticks {
         let py = row(map, frame, *t);
-        root.draw(&PathElement::new([(frame.left - 4, py), (frame.left, py)], axis))?;
+        root.draw(&PathElement::new(
+            [(frame.left - 4, py), (frame.left, py)],
+            axis,
+        ))?;
         root.draw(&Text::new(
             tick_text(*t),
             (frame.left - 7, py),
@@ -813,7 +841,13 @@ fn paint_axes(root: &Root<'_>, chart: &Chart, frame: &Frame, map: Mapping<'_>) -
         }
         (Plot::Lines { .. }, None) => {}
     }
-    let lines = frame.group_lines.iter().map(Vec::len).max().unwrap_or(1).max(1) as i32;
+    let lines = frame
+        .group_lines
+        .iter()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(1)
+        .max(1) as i32;
     let plot_width = f64::from(frame.right - frame.left);
     let mut x_label = chart.x_label.clone();
     if frame.x.as_ref().is_some_and(|x| x.log) {
@@ -821,7 +855,10 @@ fn paint_axes(root: &Root<'_>, chart: &Chart, frame: &Frame, map: Mapping<'_>) -
     }
     root.draw(&Text::new(
         fit(&clean(&x_label), AXIS_PX, plot_width),
-        ((frame.left + frame.right) / 2, below + TICK_LINE * lines + 6),
+        (
+            (frame.left + frame.right) / 2,
+            below + TICK_LINE * lines + 6,
+        ),
         font(AXIS_PX, INK, Pos::new(HPos::Center, VPos::Top)),
     ))?;
     let mut y_label = chart.y_label.clone();
@@ -834,7 +871,11 @@ fn paint_axes(root: &Root<'_>, chart: &Chart, frame: &Frame, map: Mapping<'_>) -
         .color(&INK)
         .pos(Pos::new(HPos::Center, VPos::Top));
     root.draw(&Text::new(
-        fit(&clean(&y_label), AXIS_PX, f64::from(frame.bottom - frame.top)),
+        fit(
+            &clean(&y_label),
+            AXIS_PX,
+            f64::from(frame.bottom - frame.top),
+        ),
         (8, (frame.top + frame.bottom) / 2),
         rotated,
     ))?;
@@ -945,7 +986,12 @@ mod tests {
 
     #[test]
     fn wrapping_respects_width_and_lines() {
-        let lines = wrap("troupe-bounded\ncapacity=1000 more words here", 11.5, 120.0, 3);
+        let lines = wrap(
+            "troupe-bounded\ncapacity=1000 more words here",
+            11.5,
+            120.0,
+            3,
+        );
         assert!(lines.len() <= 3);
         for l in &lines {
             assert!(text_width(l, 11.5) <= 120.0 + 1e-9, "{l}");

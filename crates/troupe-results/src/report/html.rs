@@ -49,7 +49,9 @@ impl Ratios {
         for item in items {
             let r = item.record;
             if REFERENCES.contains(&r.contender.as_str()) {
-                medians.entry(Self::key(item, &r.contender)).or_insert(r.median);
+                medians
+                    .entry(Self::key(item, &r.contender))
+                    .or_insert(r.median);
             }
         }
         Ratios { medians }
@@ -81,7 +83,7 @@ const STYLE: &str = "\
 :root{color-scheme:light}\
 *{box-sizing:border-box}\
 body{font-family:sans-serif;color:#1d1d1f;background:#fff;margin:0 auto;max-width:1120px;\
-padding:0 20px 64px;line-height:1.45;overflow-wrap:anywhere}\
+padding:0 20px 64px;line-height:1.45;overflow-wrap:break-word}\
 h1{font-size:1.8em;margin:1em 0 .2em}\
 h2{font-size:1.35em;margin:2.2em 0 .5em;padding-bottom:.2em;border-bottom:2px solid #c1121f}\
 h3{font-size:1.05em;margin:1.6em 0 .4em}\
@@ -99,6 +101,8 @@ th{background:#f3f3f3;font-weight:600}\
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\
 td.num{white-space:nowrap}\
 td code{overflow-wrap:anywhere;font-size:.92em;color:#333}\
+td.command{min-width:14em}\
+td.id{white-space:nowrap}\
 .failed{color:#c1121f;font-weight:bold}\
 .dirty{color:#a4000f;background:#ffe3e3;font-weight:bold;padding:0 .3em;border-radius:3px}\
 .note{color:#8a5a00;font-size:.9em}\
@@ -139,8 +143,9 @@ pub(super) fn page(
     );
     if ctx.multi() {
         out.push_str(
-            " Each series (input file) is drawn on its own, labelled \
-             “contender · series”: lighter bars and dashed lines are the later series.",
+            " Each series (input file) is drawn on its own, labelled “contender · series”: \
+             the first in full colour with solid lines, the next ones in other shades and \
+             strokes (see each legend).",
         );
     }
     out.push_str("</p>\n");
@@ -195,9 +200,16 @@ fn sources(out: &mut String, ctx: &Ctx, series: &[Series]) {
     for (i, s) in series.iter().enumerate() {
         let records = &s.records;
         let machines = counted(records.iter().map(|r| {
-            format!("{}, {} cores, {}", r.machine.cpu, r.machine.cores, r.machine.os)
+            format!(
+                "{}, {} cores, {}",
+                r.machine.cpu, r.machine.cores, r.machine.os
+            )
         }));
-        let commits = counted(records.iter().map(|r| r.machine.commit.clone().unwrap_or_default()));
+        let commits = counted(
+            records
+                .iter()
+                .map(|r| r.machine.commit.clone().unwrap_or_default()),
+        );
         let mut times: Vec<&str> = records.iter().filter_map(|r| r.time.as_deref()).collect();
         times.sort_unstable();
         let untimed = records.len() - times.len();
@@ -207,7 +219,10 @@ fn sources(out: &mut String, ctx: &Ctx, series: &[Series]) {
             _ => "not recorded".to_owned(),
         };
         if untimed > 0 && !times.is_empty() {
-            let _ = write!(when, " <span class=\"note\">({untimed} without a time)</span>");
+            let _ = write!(
+                when,
+                " <span class=\"note\">({untimed} without a time)</span>"
+            );
         }
         let mut contenders: Vec<&str> = records.iter().map(|r| r.contender.as_str()).collect();
         contenders.sort_by_key(|c| (palette::rank(c), *c));
@@ -221,7 +236,12 @@ fn sources(out: &mut String, ctx: &Ctx, series: &[Series]) {
                 }
             }));
             let list: Vec<String> = used.iter().map(|(u, _)| escape(u)).collect();
-            let _ = write!(runtimes, "<li><b>{}</b>: {}</li>", escape(c), list.join("; "));
+            let _ = write!(
+                runtimes,
+                "<li><b>{}</b>: {}</li>",
+                escape(c),
+                list.join("; ")
+            );
         }
         runtimes.push_str("</ul>");
         let _ = writeln!(
@@ -229,8 +249,8 @@ fn sources(out: &mut String, ctx: &Ctx, series: &[Series]) {
             "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(ctx.labels.get(i).map_or(s.label.as_str(), String::as_str)),
             records.len(),
-            lines(&machines, |m| escape(m)),
-            lines(&commits, |c| commit_html(c)),
+            lines(&machines, escape),
+            lines(&commits, commit_html),
             when,
             runtimes
         );
@@ -312,7 +332,7 @@ fn section_html(out: &mut String, ctx: &Ctx, section: &Section<'_>, ratios: &Rat
                         " <span class=\"note\">{} value{} not drawn ({}; see the table).</span>",
                         drawn.hidden,
                         if drawn.hidden == 1 { "" } else { "s" },
-                        if drawn.y_log {
+                        if drawn.y_log || drawn.x_log {
                             "zero or negative, on a log axis"
                         } else {
                             "not a number"
@@ -331,7 +351,9 @@ fn section_html(out: &mut String, ctx: &Ctx, section: &Section<'_>, ratios: &Rat
                     .iter()
                     .map(|c| format!("<code>{}</code>", escape(c)))
                     .collect();
-                let (first, rest) = runs.split_first().map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
+                let (first, rest) = runs
+                    .split_first()
+                    .map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
                 let _ = write!(out, "<p class=\"nodata\">No data: run {first}");
                 if !rest.is_empty() {
                     let _ = write!(out, " (or {})", rest.join(", or "));
@@ -358,7 +380,12 @@ fn notes(out: &mut String, items: &[Item<'_>]) {
     seen.sort_by_key(|(c, _)| palette::rank(c));
     out.push_str("<details>\n<summary>How each contender was configured</summary>\n<ul>\n");
     for (contender, note) in seen {
-        let _ = writeln!(out, "<li><b>{}</b>: {}</li>", escape(contender), escape(note));
+        let _ = writeln!(
+            out,
+            "<li><b>{}</b>: {}</li>",
+            escape(contender),
+            escape(note)
+        );
     }
     out.push_str("</ul>\n</details>\n");
 }
@@ -468,23 +495,25 @@ fn table(
             let label = ctx.labels.get(item.series).map_or("", String::as_str);
             let _ = write!(out, "<td>{}</td>", escape(label));
         }
-        let _ = write!(out, "<td>{}</td>", escape(&r.contender));
+        // Names and parameters stay on one line (the series and the command wrap).
+        let _ = write!(out, "<td class=\"id\">{}</td>", escape(&r.contender));
         if metrics.len() > 1 {
-            let _ = write!(out, "<td>{}</td>", escape(&r.metric));
+            let _ = write!(out, "<td class=\"id\">{}</td>", escape(&r.metric));
         }
         for p in &params {
             let value = r.params.get(p).map(value_text).unwrap_or_default();
-            let _ = write!(out, "<td>{}</td>", escape(&value));
+            let _ = write!(out, "<td class=\"id\">{}</td>", escape(&value));
         }
-        let unit = if one_unit.is_some() { "" } else { r.unit.as_str() };
+        let unit = if one_unit.is_some() {
+            ""
+        } else {
+            r.unit.as_str()
+        };
         let mut median = number(r.median, unit);
         if log_axis && r.median.is_finite() && r.median <= 0.0 {
             median.push_str("<br><span class=\"note\">not drawn: ≤ 0 on a log axis</span>");
         }
-        let ratio = ratios
-            .of(item, reference)
-            .map(human)
-            .unwrap_or_default();
+        let ratio = ratios.of(item, reference).map(human).unwrap_or_default();
         let validated = if r.validated {
             "yes"
         } else {
@@ -498,7 +527,7 @@ fn table(
         let _ = writeln!(
             out,
             "<td class=\"num\">{median}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{ratio}</td><td>{validated}</td><td>{command}</td></tr>",
+             <td class=\"num\">{}</td><td class=\"num\">{ratio}</td><td>{validated}</td><td class=\"command\">{command}</td></tr>",
             number(r.min, unit),
             number(r.max, unit),
             r.samples.len()

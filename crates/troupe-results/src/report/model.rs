@@ -16,7 +16,11 @@ pub(super) struct Item<'a> {
 impl<'a> Item<'a> {
     /// The parameter `key` as text (`""` when the record has none).
     pub fn text(&self, key: &str) -> String {
-        self.record.params.get(key).map(value_text).unwrap_or_default()
+        self.record
+            .params
+            .get(key)
+            .map(value_text)
+            .unwrap_or_default()
     }
 
     /// The parameter `key` as a finite number, if it is one.
@@ -44,7 +48,8 @@ pub(super) fn value_text(value: &Value) -> String {
 
 /// The parameters as a key independent of their order, for matching records.
 pub(super) fn params_key(params: &Map<String, Value>) -> String {
-    let mut pairs: Vec<(&String, String)> = params.iter().map(|(k, v)| (k, v.to_string())).collect();
+    let mut pairs: Vec<(&String, String)> =
+        params.iter().map(|(k, v)| (k, v.to_string())).collect();
     pairs.sort();
     pairs
         .iter()
@@ -56,7 +61,12 @@ pub(super) fn params_key(params: &Map<String, Value>) -> String {
 /// `key=value` pairs of the record's parameters named in `keys`, in that order.
 pub(super) fn params_subset(item: &Item<'_>, keys: &[String]) -> String {
     keys.iter()
-        .filter_map(|k| item.record.params.get(k).map(|v| format!("{k}={}", value_text(v))))
+        .filter_map(|k| {
+            item.record
+                .params
+                .get(k)
+                .map(|v| format!("{k}={}", value_text(v)))
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -140,7 +150,10 @@ pub(super) fn percentile(metric: &str) -> Option<f64> {
         // `p999` is the 99.9th percentile, `p9999` the 99.99th.
         return format!("99.{}", &digits[2..]).parse().ok();
     }
-    digits.parse().ok().filter(|p: &f64| (0.0..=100.0).contains(p))
+    digits
+        .parse()
+        .ok()
+        .filter(|p: &f64| (0.0..=100.0).contains(p))
 }
 
 /// A metric's short name in a legend: `latency_p99` is `p99`.

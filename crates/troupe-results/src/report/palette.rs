@@ -88,7 +88,8 @@ impl Palette {
     }
 }
 
-/// Where a contender is shown: troupe first, then the known contenders, then the rest by name.
+/// Where a contender is shown: troupe first, then the contenders the project knows, then
+/// the others (among themselves, in the order they first appear).
 pub(super) fn rank(contender: &str) -> u64 {
     KNOWN
         .iter()
@@ -142,7 +143,11 @@ pub(super) fn series_shade(c: Rgb, n: usize) -> Rgb {
 fn mix(c: Rgb, with: Rgb, amount: f64) -> Rgb {
     let a = amount.clamp(0.0, 1.0);
     let channel = |x: u8, y: u8| (f64::from(x) * (1.0 - a) + f64::from(y) * a).round() as u8;
-    (channel(c.0, with.0), channel(c.1, with.1), channel(c.2, with.2))
+    (
+        channel(c.0, with.0),
+        channel(c.1, with.1),
+        channel(c.2, with.2),
+    )
 }
 
 #[cfg(test)]

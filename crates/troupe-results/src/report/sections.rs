@@ -52,7 +52,10 @@ pub(super) enum Block<'a> {
     /// A chart, and the records it draws (listed in a table under it).
     Figure { chart: Chart, items: Vec<Item<'a>> },
     /// A table alone.
-    Table { heading: String, items: Vec<Item<'a>> },
+    Table {
+        heading: String,
+        items: Vec<Item<'a>>,
+    },
     /// The section has no records; each of `commands` would make them.
     NoData { commands: &'static [&'static str] },
 }
@@ -144,7 +147,13 @@ pub(super) fn build<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Section<'a>> {
             continue;
         }
         let blocks = match name {
-            "ring" => sized_bars(ctx, "ring", &its, &["actors", "rounds"], &["throughput", "construct"]),
+            "ring" => sized_bars(
+                ctx,
+                "ring",
+                &its,
+                &["actors", "rounds"],
+                &["throughput", "construct"],
+            ),
             "spawn" => sized_bars(ctx, "spawn", &its, &["actors"], &["spawn_time", "memory"]),
             "counter" => counter(ctx, &its),
             "chain" => chain(ctx, &its),
@@ -153,7 +162,14 @@ pub(super) fn build<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Section<'a>> {
             "fsync-probe" => fsync_probe(ctx, &its),
             _ => store(ctx, &its),
         };
-        sections.push(finish(name.to_owned(), title.to_owned(), intro.to_owned(), reference, its, blocks));
+        sections.push(finish(
+            name.to_owned(),
+            title.to_owned(),
+            intro.to_owned(),
+            reference,
+            its,
+            blocks,
+        ));
     }
 
     let mut others: Vec<&str> = items
@@ -174,7 +190,14 @@ pub(super) fn build<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Section<'a>> {
         let id = unique_id(&slug(scenario), &mut ids);
         let intro = "A scenario without a layout of its own: one bar chart per metric, a bar \
                      per contender and parameters.";
-        sections.push(finish(id, scenario.to_owned(), intro.to_owned(), "troupe", its, blocks));
+        sections.push(finish(
+            id,
+            scenario.to_owned(),
+            intro.to_owned(),
+            "troupe",
+            its,
+            blocks,
+        ));
     }
     sections
 }
@@ -203,11 +226,6 @@ fn finish<'a>(
             items: rest,
         });
     }
-    if items.is_empty() && id == "store" {
-        blocks.push(Block::NoData {
-            commands: &["troupe-store bench", "troupe-bench store"],
-        });
-    }
     Section {
         id,
         title,
@@ -218,7 +236,8 @@ fn finish<'a>(
     }
 }
 
-/// An HTML id from a scenario name: lower-case letters, digits and dashes.
+/// An HTML id for a scenario without a layout of its own: `scenario-` and the name in
+/// lower-case letters, digits and dashes.
 fn slug(name: &str) -> String {
     let mut out = String::new();
     for c in name.chars() {
@@ -269,9 +288,10 @@ fn distinct<T: PartialEq>(items: &[Item<'_>], f: impl Fn(&Item<'_>) -> T) -> Vec
 
 /// The position of `value` in `known`, or after them in order of first appearance among `seen`.
 fn known_first(value: &str, known: &[&str], seen: &[String]) -> usize {
-    known.iter().position(|k| *k == value).unwrap_or_else(|| {
-        known.len() + seen.iter().position(|s| s == value).unwrap_or(seen.len())
-    })
+    known
+        .iter()
+        .position(|k| *k == value)
+        .unwrap_or_else(|| known.len() + seen.iter().position(|s| s == value).unwrap_or(seen.len()))
 }
 
 /// The subtitle: the parameters every item shares (other than `except`), and which way is
@@ -363,7 +383,10 @@ fn contender_bars(ctx: &Ctx, items: &[Item<'_>], title: String) -> Chart {
         if extra.is_empty() {
             (contender.to_owned(), contender.to_owned())
         } else {
-            (format!("{contender}\n{extra}"), format!("{contender} ({extra})"))
+            (
+                format!("{contender}\n{extra}"),
+                format!("{contender} ({extra})"),
+            )
         }
     };
     bar_chart(
@@ -640,7 +663,10 @@ fn trading<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
                 format!(" ({style})")
             };
             let spec = LineSpec {
-                title: format!("trading{}: {contender}{style} latency over clients", log_title(&log)),
+                title: format!(
+                    "trading{}: {contender}{style} latency over clients",
+                    log_title(&log)
+                ),
                 x_key: "clients",
                 x_label: "clients",
                 x_log: true,
@@ -669,7 +695,10 @@ fn open_loop<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
             .copied()
             .collect();
         let spec = LineSpec {
-            title: format!("trading open loop{}: p99 latency over the offered rate", log_title(&log)),
+            title: format!(
+                "trading open loop{}: p99 latency over the offered rate",
+                log_title(&log)
+            ),
             x_key: "rate",
             x_label: "offered rate (orders/s)",
             x_log: true,
@@ -715,7 +744,10 @@ fn fsync_probe<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
             y_scale: Scale::Auto,
             group: &|i| {
                 let p = percentile(&i.record.metric).unwrap_or(100.0);
-                ((p * 1000.0) as u64, short_metric(&i.record.metric).to_owned())
+                (
+                    (p * 1000.0) as u64,
+                    short_metric(&i.record.metric).to_owned(),
+                )
             },
             slot: &|i| {
                 let c = &i.record.contender;
@@ -739,8 +771,14 @@ fn fsync_probe<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
     }]
 }
 
-/// The store's closed-model figures, its capacity and its timeline.
+/// The store's closed-model figures, its capacity and its timeline; or what to run to get
+/// them.
 fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
+    if items.is_empty() {
+        return vec![Block::NoData {
+            commands: &["troupe-store bench", "troupe-bench store"],
+        }];
+    }
     let closed: Vec<Item<'a>> = items
         .iter()
         .filter(|i| i.record.scenario == "store")
@@ -956,7 +994,11 @@ fn generic<'a>(ctx: &Ctx, scenario: &str, items: &[Item<'a>]) -> Vec<Block<'a>> 
     by_metric(items, &[])
         .into_iter()
         .map(|(metric, its)| Block::Figure {
-            chart: contender_bars(ctx, &its, format!("{scenario}: {}", metric.replace('_', " "))),
+            chart: contender_bars(
+                ctx,
+                &its,
+                format!("{scenario}: {}", metric.replace('_', " ")),
+            ),
             items: its,
         })
         .collect()

@@ -114,7 +114,7 @@ impl Printer {
             return Ok(None);
         }
         troupe_results::write_results(dir, &records)
-            .with_context(|| format!("writing the results into {}", dir.display()))
+            .context("writing the results")
             .map(Some)
     }
 
