@@ -119,13 +119,29 @@ fn quick_compare_every_available_contender_validates() {
             );
         }
     }
-    // The raw results and the Markdown table were written.
-    let written: Vec<_> = std::fs::read_dir(&results).unwrap().flatten().collect();
-    assert!(written
-        .iter()
-        .any(|e| e.path().extension().is_some_and(|x| x == "md")));
-    assert!(written
-        .iter()
-        .any(|e| e.path().extension().is_some_and(|x| x == "jsonl")));
+    // One folder for the run: the results, every process's raw lines, the Markdown table and
+    // the HTML report.
+    let folders: Vec<_> = std::fs::read_dir(&results).unwrap().flatten().collect();
+    assert_eq!(folders.len(), 1, "one folder per run");
+    let folder = folders[0].path();
+    assert!(folder
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .starts_with("compare-"));
+    for name in ["results.jsonl", "raw.jsonl", "results.md", "index.html"] {
+        let file = folder.join(name);
+        assert!(
+            std::fs::metadata(&file).is_ok_and(|m| m.len() > 0),
+            "{} missing or empty",
+            file.display()
+        );
+    }
+    let page = std::fs::read_to_string(folder.join("index.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<svg"));
+    assert!(
+        stderr.contains("report:"),
+        "compare says where the report is:\n{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&results);
 }
