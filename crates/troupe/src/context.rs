@@ -746,9 +746,12 @@ impl<A: Actor> Context<A> {
 
     /// Runs `future` on the system's async runtime (tokio) and delivers its output to this
     /// actor as the message `map(output)`. The actor keeps handling other messages meanwhile
-    /// (Akka's `pipeTo`). Use it for I/O and anything that waits. The future runs on tokio:
-    /// create tokio resources (sleeps, sockets) inside an `async` block, so that they are made
-    /// on the runtime rather than on the worker thread running this handler.
+    /// (Akka's `pipeTo`). Use it for I/O and anything that waits. The future is polled once
+    /// in this handler's turn, inside the runtime's context: if it is already finished (a
+    /// cached value, an `async` block with nothing to wait for) its message is sent at once;
+    /// otherwise it runs on tokio. So the part of an `async` block before its first `.await`
+    /// runs on the worker: keep blocking work out of it (`tokio::task::spawn_blocking`). A
+    /// panic inside the future drops it and sends nothing; the actor goes on.
     ///
     /// ```
     /// use std::time::Duration;
@@ -794,10 +797,35 @@ impl<A: Actor> Context<A> {
         M: Message,
     {
         let me = self.myself();
-        self.cell().shared.system.io().spawn(async move {
-            let output = future.await;
-            let _ = me.tell(map(output));
-        });
+        let io = self.cell().shared.system.io();
+        // Polled once here first: a future with nothing to wait for (a cached value, a
+        // reply already in) delivers its message at once, without waking a tokio thread
+        // and waiting for it (about one context switch per pipe otherwise). The poll runs
+        // inside the runtime's context, so tokio resources made by it register there; a
+        // future left pending goes to tokio, whose first poll gives it the real waker (every
+        // future must honour the waker of its latest poll).
+        let mut future = Box::pin(future);
+        let first = {
+            let _runtime = io.enter();
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            // A panic in the first poll is contained as tokio contains one in a task: the
+            // future is dropped, no message comes, the actor goes on.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                future.as_mut().poll(&mut cx)
+            }))
+        };
+        match first {
+            Ok(std::task::Poll::Ready(output)) => {
+                let _ = me.tell(map(output));
+            }
+            Ok(std::task::Poll::Pending) => {
+                io.spawn(async move {
+                    let output = future.await;
+                    let _ = me.tell(map(output));
+                });
+            }
+            Err(_) => {}
+        }
     }
 
     /// Delivers the items of `stream` to this actor as messages built by `map`, one at a time:
