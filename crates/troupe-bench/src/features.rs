@@ -390,7 +390,7 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             }
             Ok([n as f64 / elapsed.as_secs_f64()])
         })?;
-        let params = json!({ "asks": n, "reply": mode })
+        let params = json!({ "asks": n, "reply": mode, "from": "actor" })
             .as_object()
             .expect("object")
             .clone();
@@ -408,6 +408,69 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             ),
         ))?;
     }
+    // Asks from outside the pool: a plain thread blocking on each reply, and a tokio task
+    // awaiting it (a runtime of one worker thread), each ask after the previous reply.
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("ask-tokio")
+        .build()
+        .context("starting the tokio runtime of the asking task")?;
+    for from in ["thread", "tokio-task"] {
+        let label = format!("ask plain from {from} {n}");
+        let [rate] = runner.measure(&label, || {
+            let start = Instant::now();
+            let last = match from {
+                "thread" => {
+                    let mut last = 0;
+                    for _ in 0..n {
+                        last = responder
+                            .ask(Plain(last))
+                            .wait()
+                            .map_err(|e| anyhow::anyhow!("an ask failed: {e}"))?;
+                    }
+                    last
+                }
+                _ => {
+                    let responder = responder.clone();
+                    io.block_on(io.spawn(async move {
+                        let mut last = 0;
+                        for _ in 0..n {
+                            match responder.ask(Plain(last)).await {
+                                Ok(v) => last = v,
+                                Err(_) => return 0,
+                            }
+                        }
+                        last
+                    }))
+                    .context("the asking task")?
+                }
+            };
+            let elapsed = start.elapsed();
+            if last != n {
+                bail!("ask validation failed: the chain reached {last}, not {n}");
+            }
+            Ok([n as f64 / elapsed.as_secs_f64()])
+        })?;
+        let params = json!({ "asks": n, "reply": "plain", "from": from })
+            .as_object()
+            .expect("object")
+            .clone();
+        runner.emit(&Record::new(
+            "ask",
+            "round_trips",
+            "troupe",
+            params,
+            "asks/s",
+            rate,
+            &format!(
+                "{}; from {}, each ask after the previous reply ({}); the handler returns the reply",
+                config.notes(),
+                if from == "thread" { "a plain thread" } else { "a tokio task on a runtime of one thread" },
+                if from == "thread" { "ask(..).wait()" } else { "ask(..).await" },
+            ),
+        ))?;
+    }
+    io.shutdown_background();
     system.shutdown_timeout(Duration::from_secs(60))?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 mod chain;
 mod compare;
 mod counter;
+mod fanout;
 mod features;
 mod report;
 mod ring;
@@ -85,6 +86,19 @@ enum Command {
         /// Asks per measurement (1-1000000000).
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
         asks: u64,
+    },
+    /// Sends from outside the pool: one plain thread, or one tokio task, tells M messages to N
+    /// actors round-robin (a little arithmetic each), then asks every actor for its sum.
+    Fanout {
+        /// Actors (1-1000000).
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        actors: u64,
+        /// Messages in all (1-1000000000).
+        #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+        messages: u64,
+        /// Where the sends come from (default: both, one after the other).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        from: Vec<fanout::From>,
     },
     /// Timer throughput: N timers scheduled by an actor (then again, cancelling every other).
     Timers {
@@ -222,6 +236,7 @@ const SIZES: &[&str] = &[
     "bounded",
     "failures",
     "asks",
+    "messages",
     "timers",
     "producers",
     "per_producer",
@@ -325,6 +340,21 @@ fn run() -> Result<()> {
         Command::Ask { asks } => {
             features::asks(&runner, &config, if quick { asks.min(1_000) } else { asks })
         }
+        Command::Fanout {
+            actors,
+            messages,
+            from,
+        } => fanout::run(
+            &runner,
+            &config,
+            if quick { actors.min(100) } else { actors } as usize,
+            if quick {
+                messages.min(10_000)
+            } else {
+                messages
+            },
+            &fanout_sources(from),
+        ),
         Command::Timers { timers } => features::timers(
             &runner,
             &config,
@@ -456,6 +486,14 @@ fn report_command(files: &[std::path::PathBuf], out: &std::path::Path) -> Result
     Ok(())
 }
 
+fn fanout_sources(given: Vec<fanout::From>) -> Vec<fanout::From> {
+    if given.is_empty() {
+        vec![fanout::From::Thread, fanout::From::TokioTask]
+    } else {
+        given
+    }
+}
+
 fn counter_series(given: Vec<u64>, quick: bool) -> Vec<u64> {
     let series = if given.is_empty() {
         vec![300, 3_000, 30_000, 300_000, 3_000_000]
@@ -515,6 +553,13 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
     features::restarts(runner, config, if quick { 100 } else { 100_000 })?;
     features::timers(runner, config, if quick { 1_000 } else { 1_000_000 })?;
     features::asks(runner, config, if quick { 1_000 } else { 100_000 })?;
+    fanout::run(
+        runner,
+        config,
+        if quick { 100 } else { 1_000 },
+        if quick { 10_000 } else { 10_000_000 },
+        &fanout_sources(Vec::new()),
+    )?;
     spawn::run(runner, config, if quick { 1_000 } else { 1_000_000 })?;
     counter::run(
         runner,
