@@ -25,7 +25,23 @@ fn bench(args: &[&str]) -> Vec<Value> {
 
 #[test]
 fn quick_suite_produces_valid_validated_results() {
-    let records = bench(&["all", "--quick", "--json"]);
+    let results = std::env::temp_dir().join(format!("troupe-quick-test-{}", std::process::id()));
+    let records = bench(&[
+        "all",
+        "--quick",
+        "--json",
+        "--results-dir",
+        results.to_str().expect("a UTF-8 temporary path"),
+    ]);
+    // The run's folder holds the same records and the report.
+    let folders: Vec<_> = std::fs::read_dir(&results).unwrap().flatten().collect();
+    assert_eq!(folders.len(), 1, "one folder per run");
+    let folder = folders[0].path();
+    let kept = std::fs::read_to_string(folder.join("results.jsonl")).unwrap();
+    assert_eq!(kept.lines().count(), records.len());
+    let page = std::fs::read_to_string(folder.join("index.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<svg"));
+    let _ = std::fs::remove_dir_all(&results);
     let mut seen = BTreeSet::new();
     for r in &records {
         for key in ["scenario", "metric", "contender", "unit"] {
@@ -73,6 +89,7 @@ fn quick_suite_produces_valid_validated_results() {
         "restart/throughput/troupe",
         "timers/throughput/troupe",
         "ask/round_trips/troupe",
+        "fanout/throughput/troupe",
         "store/p99/troupe-store",
         "store/p99/thread-per-request",
         "store/throughput/troupe-store",
@@ -110,6 +127,22 @@ fn each_scenario_takes_its_documented_flags() {
     ]);
     assert_eq!(chain[0]["contender"], "os-threads");
     assert_eq!(chain[0]["params"]["length"], 20);
+
+    let fanout = bench(&[
+        "fanout",
+        "--actors",
+        "7",
+        "--messages",
+        "1000",
+        "--from",
+        "tokio-task",
+        "--repeat",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(fanout.len(), 1);
+    assert_eq!(fanout[0]["params"]["from"], "tokio-task");
+    assert_eq!(fanout[0]["params"]["actors"], 7);
 
     let spawn = bench(&["spawn", "--actors", "500", "--repeat", "1", "--json"]);
     assert_eq!(spawn.len(), 2);
