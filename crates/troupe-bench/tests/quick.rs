@@ -56,8 +56,9 @@ fn quick_suite_produces_valid_validated_results() {
             r["median"].as_f64().unwrap(),
         );
         assert!(min <= median && median <= max, "{r}");
-        if r["scenario"] == "store" {
-            // One run of the store's quick scenario; counts of failed requests may be 0.
+        if r["scenario"].as_str().unwrap().starts_with("store") {
+            // One run of the store's quick scenario (its timeline: one sample per second);
+            // counts of failed requests, or answers in a second of the hang, may be 0.
             assert_eq!(samples.len(), 1, "{r}");
             assert!(min >= 0.0, "{r}");
         } else {
