@@ -68,7 +68,8 @@ fn text_of(html: &str) -> String {
     text
 }
 
-/// A number written with an exponent (`1e6`, `2.5E-3`) in `text`, if any.
+/// A number written with an exponent (`1e6`, `2.5E-3`) in `text`, if any: digits, `e`, an
+/// optional sign and digits, standing alone (a hash such as `900e8558d` is not a number).
 fn exponent(text: &str) -> Option<String> {
     let b = text.as_bytes();
     (1..b.len().saturating_sub(1)).find_map(|i| {
@@ -77,10 +78,23 @@ fn exponent(text: &str) -> Option<String> {
         } else {
             i + 1
         };
-        (matches!(b[i], b'e' | b'E')
+        if !(matches!(b[i], b'e' | b'E')
             && b[i - 1].is_ascii_digit()
             && b.get(after).is_some_and(u8::is_ascii_digit))
-        .then(|| text[i.saturating_sub(10)..(after + 5).min(text.len())].to_owned())
+        {
+            return None;
+        }
+        let mut start = i - 1;
+        while start > 0 && (b[start - 1].is_ascii_digit() || b[start - 1] == b'.') {
+            start -= 1;
+        }
+        let mut end = after;
+        while end < b.len() && b[end].is_ascii_digit() {
+            end += 1;
+        }
+        let alone = (start == 0 || !b[start - 1].is_ascii_alphanumeric())
+            && (end == b.len() || !b[end].is_ascii_alphanumeric());
+        alone.then(|| text[i.saturating_sub(10)..(after + 5).min(text.len())].to_owned())
     })
 }
 
@@ -432,8 +446,17 @@ fn record(
         samples.to_vec(),
         "",
     );
-    // Not this test binary's name, whose hash could read as a number with an exponent.
+    // Not this test binary's name, nor this machine and commit, whose hashes could read as a
+    // number with an exponent.
     r.command = Some("made-up".into());
+    r.machine = troupe_results::Machine {
+        cpu: "a test CPU".into(),
+        cores: 2,
+        os: "a test OS".into(),
+        runtime: "troupe".into(),
+        compiler: Some("rustc".into()),
+        commit: Some("abcdef".into()),
+    };
     r
 }
 
@@ -565,4 +588,13 @@ fn labels_name_the_file_and_the_shared_commit() {
         "all-20261120-100000/results.jsonl @ bbbbbbbbbbbb-dirty"
     );
     assert!(Series::from_file(&dir.path().join("missing.jsonl")).is_err());
+}
+
+#[test]
+fn the_exponent_check_finds_numbers_not_hashes() {
+    assert!(exponent("median 1e6 msgs/s").is_some());
+    assert!(exponent("x 2.5E-3 y").is_some());
+    assert!(exponent("commit 900e8558d built").is_none());
+    assert!(exponent("Linux 6.18.44-fc-v782").is_none());
+    assert!(exponent("a1e5").is_none());
 }
