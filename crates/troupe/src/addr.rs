@@ -403,7 +403,10 @@ impl<A: Actor> Addr<A> {
     /// let waiting = counter.mailbox_len(); // 0 or 1: the actor may already have taken it
     /// assert!(waiting <= 1);
     /// counter.ask(Get).wait().unwrap();
-    /// assert_eq!(counter.mailbox_len(), 0);
+    /// // Counted out when the turn ends, which may be just after the reply went out.
+    /// while counter.mailbox_len() > 0 {
+    ///     std::thread::yield_now();
+    /// }
     /// system.shutdown();
     /// ```
     pub fn mailbox_len(&self) -> usize {
@@ -430,8 +433,11 @@ impl<A: Actor> Addr<A> {
     ///     counter.tell(Add(1)).unwrap();
     /// }
     /// counter.ask(Get).wait().unwrap();
+    /// // Counted at the end of each turn, which may be just after the reply went out.
+    /// while counter.metrics().processed < 11 {
+    ///     std::thread::yield_now();
+    /// }
     /// let metrics = counter.metrics();
-    /// assert!(metrics.processed >= 10); // counted at the end of each turn
     /// assert_eq!((metrics.restarts, metrics.dropped, metrics.stopped), (0, 0, false));
     /// system.shutdown();
     /// ```

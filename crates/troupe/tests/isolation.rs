@@ -145,6 +145,10 @@ fn bounded_mailbox_refuses_exactly() {
     wait_for("the accepted messages", LONG, || {
         handled.load(Ordering::Relaxed) == accepted
     });
+    // `processed` is counted when a turn ends, just after its last handler returned.
+    wait_for("the turn's count", LONG, || {
+        slow.metrics().processed == accepted
+    });
     let m = slow.metrics();
     assert_eq!(m.rejected, refused);
     assert_eq!(m.processed, accepted);
@@ -209,7 +213,10 @@ fn async_send_waits_for_room() {
     wait_for("all handled", LONG, || {
         handled.load(Ordering::Relaxed) == 2_000
     });
-    assert_eq!(slow.metrics().processed, 2_000);
+    // `processed` is counted when a turn ends, just after its last handler returned.
+    wait_for("the turn's count", LONG, || {
+        slow.metrics().processed == 2_000
+    });
     system.shutdown();
 }
 
