@@ -631,11 +631,10 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
 /// `, about 3 min 20 s left` from the average time of the `done` steps so far; nothing before
 /// the first step is done.
 fn time_left(elapsed: std::time::Duration, done: usize, total: usize) -> String {
-    if done == 0 || done >= total {
+    let Some(left) = troupe_results::time_left(elapsed, done as u64, total as u64) else {
         return String::new();
-    }
-    let left = elapsed.as_secs_f64() / done as f64 * (total - done) as f64;
-    let left = left.round() as u64;
+    };
+    let left = left.as_secs_f64().round() as u64;
     if left >= 60 {
         format!(", about {} min {} s left", left / 60, left % 60)
     } else {

@@ -18,4 +18,4 @@ pub mod report;
 pub use output::{series_label, write_results, write_whole};
 pub use read::{parse_lines, read_file, ReadError};
 pub use schema::{command_line, commit_label, Machine, Record};
-pub use stats::{human, params_text, summarize, utc_now, utc_stamp};
+pub use stats::{human, params_text, summarize, time_left, utc_now, utc_stamp};

@@ -27,14 +27,21 @@ pub struct Machine {
 impl Machine {
     /// The machine this process runs on, the compiler this crate was built with, and the
     /// commit, for a contender running on `runtime` (e.g. `"troupe 0.1.0"`).
+    /// The description is read once per process (`/proc`, `/etc/os-release`, `git describe`)
+    /// and cloned for every record after that.
     pub fn current(runtime: impl Into<String>) -> Self {
-        Machine {
+        static THIS: std::sync::OnceLock<Machine> = std::sync::OnceLock::new();
+        let this = THIS.get_or_init(|| Machine {
             cpu: cpu_model(),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             os: os_name(),
-            runtime: runtime.into(),
+            runtime: String::new(),
             compiler: Some(env!("TROUPE_RESULTS_RUSTC").to_owned()),
             commit: Some(commit_label(env!("TROUPE_RESULTS_COMMIT"))),
+        });
+        Machine {
+            runtime: runtime.into(),
+            ..this.clone()
         }
     }
 

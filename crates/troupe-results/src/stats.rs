@@ -57,6 +57,16 @@ pub fn params_text(params: &Map<String, Value>) -> String {
         .join(" ")
 }
 
+/// The time the remaining `total - done` steps will take at the average of the `done` steps
+/// that took `elapsed`; None before the first step is done and once all are.
+pub fn time_left(
+    elapsed: std::time::Duration,
+    done: u64,
+    total: u64,
+) -> Option<std::time::Duration> {
+    (done > 0 && done < total).then(|| elapsed.mul_f64((total - done) as f64 / done as f64))
+}
+
 /// Now, in UTC, as RFC 3339 (`2026-11-23T14:05:09Z`).
 pub fn utc_now() -> String {
     let now = time::OffsetDateTime::now_utc().replace_nanosecond(0);
@@ -101,6 +111,17 @@ mod tests {
         assert_eq!(human(123.4), "123");
         assert_eq!(human(0.0), "0");
         assert_eq!(human(2.5e12), "2500G");
+    }
+
+    #[test]
+    fn time_left_comes_from_the_average_step() {
+        use std::time::Duration;
+        assert_eq!(time_left(Duration::from_secs(10), 0, 4), None);
+        assert_eq!(
+            time_left(Duration::from_secs(10), 1, 4),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(time_left(Duration::from_secs(10), 4, 4), None);
     }
 
     #[test]

@@ -388,15 +388,10 @@ impl Progress {
         }
         let (done, total) = (self.bar.position(), self.bar.length().unwrap_or(0));
         let elapsed = self.bar.elapsed();
-        let left = if done >= total {
-            format!("all done in {}", human(elapsed))
-        } else if done == 0 {
-            "time left not known yet".to_owned()
-        } else {
-            format!(
-                "about {} left",
-                human(elapsed.mul_f64((total - done) as f64 / done as f64))
-            )
+        let left = match troupe_results::time_left(elapsed, done, total) {
+            _ if done >= total => format!("all done in {}", human(elapsed)),
+            Some(left) => format!("about {} left", human(left)),
+            None => "time left not known yet".to_owned(),
         };
         eprintln!("{what}: {done}/{total} runs done, {left}");
     }
