@@ -9,10 +9,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 use serde_json::json;
-use troupe::{Actor, Addr, Context, Handler, Message, Placement};
+use troupe::{Actor, Addr, Context, Handler, Message, Placement, SpawnOptions};
 
 use crate::report::{Record, Runner};
 use crate::SystemConfig;
+
+/// Messages queued for the counting actor at which a producer on its worker lends it a turn
+/// (`SpawnOptions::catch_up`); the capacity of Go's buffered channel in the peer.
+const CATCH_UP: usize = 1024;
 
 struct Counter {
     total: u64,
@@ -79,7 +83,10 @@ pub fn run(
     );
     let system = config.build()?;
     // With `thread` placement the counting actor has an OS thread of its own.
-    let counter = system.spawn_on(Counter { total: 0 }, placement);
+    let counter = system.spawn_with(
+        Counter { total: 0 },
+        SpawnOptions::new().placement(placement).catch_up(CATCH_UP),
+    );
     let workers: Vec<Addr<Producer>> = (0..producers)
         .map(|_| {
             system.spawn(Producer {

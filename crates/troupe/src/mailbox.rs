@@ -157,6 +157,24 @@ static LAYOUTS: [[u8; BLOCK_CAP]; 2] = {
     table
 };
 
+/// How often (in slot indices) a push looks whether the owner is behind.
+#[cfg(not(troupe_loom))]
+const BEHIND_CHECK_EVERY: usize = 64;
+#[cfg(troupe_loom)]
+const BEHIND_CHECK_EVERY: usize = 1;
+
+/// What a push did, besides queueing its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pushed {
+    /// Queued; the owner was already scheduled or running.
+    Queued,
+    /// Queued, and this push cleared `IDLE`: the caller must schedule the owner.
+    Woke,
+    /// Queued, and the owner, though scheduled, has at least the mailbox's `behind_at`
+    /// messages waiting (checked on some pushes only; approximate).
+    Behind,
+}
+
 /// Why a message was not accepted.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Closed<T>(pub(crate) T);
@@ -170,6 +188,9 @@ pub(crate) struct Mailbox<T> {
     /// Set when a producer lost a compare-and-swap race since the last block was installed;
     /// the next block is then laid out for contention.
     contended: AtomicU8,
+    /// Queued messages from which `push_reporting` says the owner is behind (0: never); fixed
+    /// at creation. Kept in the padding after `contended`, so the mailbox does not grow.
+    behind_at: u32,
     // Exchanged by both sides, once per block.
     spare: AtomicPtr<Block<T>>,
     // Written by the consumer once per turn (and once by the producer that installs the first
@@ -190,8 +211,16 @@ unsafe impl<T: Send> Sync for Mailbox<T> {}
 impl<T> Mailbox<T> {
     /// A new, empty mailbox. `idle` says whether the owner starts idle (a producer then
     /// schedules it) or already scheduled (its first turn is on its way).
+    #[cfg(test)]
     pub(crate) fn new(idle: bool) -> Self {
+        Self::with_behind_at(idle, 0)
+    }
+
+    /// Like [`Mailbox::new`], with [`Pushed::Behind`] reported by `push_reporting` when at
+    /// least `behind_at` messages wait (0: never reported).
+    pub(crate) fn with_behind_at(idle: bool, behind_at: u32) -> Self {
         Self {
+            behind_at,
             tail: AtomicUsize::new(if idle { IDLE } else { 0 }),
             tail_block: AtomicPtr::new(ptr::null_mut()),
             head_block: AtomicPtr::new(ptr::null_mut()),
@@ -203,8 +232,17 @@ impl<T> Mailbox<T> {
 
     /// Appends `msg`. Returns `Ok(true)` when this push woke the owner from idle, in which case
     /// the caller must schedule it; `Err` gives the message back if the mailbox is closed.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn push(&self, msg: T) -> Result<bool, Closed<T>> {
+        self.push_reporting(msg)
+            .map(|pushed| pushed == Pushed::Woke)
+    }
+
+    /// Appends `msg`, and says whether this push woke the owner (the caller must schedule it)
+    /// or found it far behind (see [`Pushed::Behind`]); `Err` gives the message back if the
+    /// mailbox is closed.
+    #[inline]
+    pub(crate) fn push_reporting(&self, msg: T) -> Result<Pushed, Closed<T>> {
         // Fast path: open, a block in place, and not its last slot (which installs the next
         // block): one compare-and-swap, one write, one flag.
         let tail = self.tail.load(Ordering::Acquire);
@@ -222,13 +260,33 @@ impl<T> Mailbox<T> {
             // SAFETY: as in `push_slow`: the compare-and-swap claimed slot `offset` of the live
             // block `block` for this producer alone.
             unsafe { Self::write(block, offset, msg) };
-            return Ok(tail & IDLE != 0);
+            return Ok(self.pushed_at(tail));
         }
         if self.tail.load(Ordering::Relaxed) & !FLAGS != tail & !FLAGS && tail & CLOSED == 0 {
             // Another producer claimed a slot between our load and our compare-and-swap.
             self.contended.store(1, Ordering::Relaxed);
         }
         self.push_slow(msg)
+    }
+
+    /// What a push that claimed its slot from tail word `tail` reports. Whether the owner is
+    /// behind is looked at on one index in [`BEHIND_CHECK_EVERY`] only, so most pushes read
+    /// nothing more than they wrote.
+    #[inline(always)]
+    fn pushed_at(&self, tail: usize) -> Pushed {
+        if tail & IDLE != 0 {
+            return Pushed::Woke;
+        }
+        let index = tail >> SHIFT;
+        if self.behind_at != 0 && index.is_multiple_of(BEHIND_CHECK_EVERY) {
+            // Relaxed: a hint. The head is published at the end of each turn, so it may lag by
+            // one turn's messages.
+            let head = self.head.load(Ordering::Relaxed) >> SHIFT;
+            if index.saturating_sub(head) >= self.behind_at as usize {
+                return Pushed::Behind;
+            }
+        }
+        Pushed::Queued
     }
 
     /// Writes a claimed slot and marks it ready.
@@ -251,7 +309,7 @@ impl<T> Mailbox<T> {
     /// producer installs a block, a closed mailbox, and retries after contention.
     #[cold]
     #[inline(never)]
-    fn push_slow(&self, msg: T) -> Result<bool, Closed<T>> {
+    fn push_slow(&self, msg: T) -> Result<Pushed, Closed<T>> {
         let mut backoff = Backoff::new();
         let mut tail = self.tail.load(Ordering::Acquire);
         let mut block = self.tail_block.load(Ordering::Acquire);
@@ -332,7 +390,7 @@ impl<T> Mailbox<T> {
                     if let Some(unused) = next_block {
                         self.give_spare(unused);
                     }
-                    return Ok(tail & IDLE != 0);
+                    return Ok(self.pushed_at(tail));
                 }
                 Err(current) => {
                     if current & !FLAGS != tail & !FLAGS {

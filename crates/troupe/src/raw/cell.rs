@@ -47,7 +47,7 @@ use super::run_next::HandedOff;
 use super::{Executor, Target};
 use crate::id::ActorId;
 use crate::loom::{AtomicU64, Ordering, UnsafeCell};
-use crate::mailbox::{Closed, Consumer, Mailbox};
+use crate::mailbox::{Closed, Consumer, Mailbox, Pushed};
 
 /// The part of the cell the scheduler sees. The first field of `Cell`, so a pointer to it is a
 /// pointer to the cell.
@@ -55,6 +55,13 @@ pub(crate) struct Header {
     vtable: &'static VTable,
     executor: Arc<Executor>,
     id: ActorId,
+}
+
+impl Header {
+    /// Where the actor runs.
+    pub(super) fn executor(&self) -> &Executor {
+        &self.executor
+    }
 }
 
 /// The function that knows the cell's type, one static table per target type.
@@ -89,11 +96,16 @@ impl<T: Target> Cell<T> {
 
     /// Builds a cell, not idle, and the right to run its first turn; the cell keeps its alive
     /// reference until its final turn.
+    ///
+    /// `catch_up` (0: off): once this many messages wait, a sender running on a worker of the
+    /// actor's pool that holds the actor in its run-next position runs a turn of it before its
+    /// send returns (see `run_next::lend_turn`).
     pub(crate) fn new(
         executor: Arc<Executor>,
         id: ActorId,
         shared: T::Shared,
         private: T::Private,
+        catch_up: u32,
     ) -> (Arc<Self>, Runnable) {
         let cell = Arc::new(Self {
             header: Header {
@@ -102,7 +114,7 @@ impl<T: Target> Cell<T> {
                 id,
             },
             // Not idle: the spawner holds the right to run the first turn.
-            mailbox: Mailbox::new(false),
+            mailbox: Mailbox::with_behind_at(false, catch_up),
             shared,
             processed: AtomicU64::new(0),
             private: UnsafeCell::new(private),
@@ -158,11 +170,15 @@ impl<T: Target> Cell<T> {
 
     #[inline]
     fn enqueue<P: Deliver<T>>(&self, envelope: Envelope<T>) -> Result<(), P> {
-        match self.mailbox.push(envelope) {
-            Ok(false) => Ok(()),
-            Ok(true) => {
+        match self.mailbox.push_reporting(envelope) {
+            Ok(Pushed::Queued) => Ok(()),
+            Ok(Pushed::Woke) => {
                 // This push cleared IDLE: the right to run is ours to hand over.
                 Runnable::new(self).schedule();
+                Ok(())
+            }
+            Ok(Pushed::Behind) => {
+                run_next::lend_turn(&self.header, self.mailbox.len());
                 Ok(())
             }
             // SAFETY: every caller built the envelope from a `P` just before.

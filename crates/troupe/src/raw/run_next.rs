@@ -25,7 +25,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
 
-use super::cell::{Header, Runnable};
+use super::cell::{Header, Ran, Runnable};
 use super::envelope::RawEnvelope;
 use super::Executor;
 
@@ -87,6 +87,68 @@ pub(super) fn permit_for(executor: &Executor) -> Option<HandOffPermit<'_>> {
     next.hand_off_permit()
 }
 
+thread_local! {
+    /// Set while this thread runs a turn lent by `lend_turn`: a lent turn lends no further.
+    static LENDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Upper bound of the messages a lent turn takes.
+const LENT_TURN_MAX: usize = 1 << 16;
+
+/// Catch-up: a sender on a worker has found `owner` (an actor of this worker's pool that
+/// opted in) far behind, with `waiting` messages queued. If `owner` waits in this worker's
+/// run-next position, the worker runs a turn of it now, inside the send, before the sender
+/// goes on; otherwise (it runs elsewhere, or waits in a queue) nothing happens.
+///
+/// Why: a handler that sends millions of messages in one turn keeps its worker for as long,
+/// and its consumer, woken by the first of them, waits in that worker's run-next position
+/// until the handler ends; the messages pile up and are read back cold, from memory the
+/// mailbox had to fault in. Lending the worker keeps the backlog near `catch_up` messages, in
+/// cache, on the memory of a few recycled blocks.
+///
+/// The lent turn runs another actor than the sender's (the sender is running, so no right to
+/// run it is queued anywhere), on the same thread, nested in the sender's handler; it is an
+/// ordinary turn (its panics are caught at its boundary, its own sends may hand off into the
+/// position it came from) and does not lend again. If it must run again it is scheduled as
+/// any other (`Runnable::schedule`: back into the run-next position when that is free).
+#[inline(never)]
+pub(super) fn lend_turn(owner: &Header, waiting: usize) {
+    let current = CURRENT.with(Cell::get);
+    if !ptr::eq(current.executor, owner.executor()) || LENDING.with(Cell::get) {
+        return;
+    }
+
+    // SAFETY: as in `permit_for`: set by `enter` on this thread to a live `RunNext`, non-null
+    // since the executor matched; used only on this thread within this call.
+    let next = unsafe { &*current.next };
+    if !next.holds(NonNull::from(owner)) {
+        return;
+    }
+    let Some((runnable, handoff)) = next.take() else {
+        return;
+    };
+    let _lending = Lending::enter();
+    if let Ran::Yield(again) = runnable.run(waiting.clamp(1, LENT_TURN_MAX), handoff) {
+        again.schedule();
+    }
+}
+
+/// Marks the calling thread as running a lent turn, until dropped (on unwinding too).
+struct Lending;
+
+impl Lending {
+    fn enter() -> Self {
+        LENDING.with(|l| l.set(true));
+        Lending
+    }
+}
+
+impl Drop for Lending {
+    fn drop(&mut self) {
+        LENDING.with(|l| l.set(false));
+    }
+}
+
 /// What waits in the run-next position.
 enum Next {
     Empty,
@@ -120,6 +182,16 @@ impl RunNext {
         // SAFETY: only this thread touches the position (`RunNext` is not `Sync`), and no
         // reference into the cell is alive across this read.
         !matches!(unsafe { &*self.next.as_ptr() }, Next::Empty)
+    }
+
+    /// True if the actor waiting here is the one whose header is `owner`.
+    #[inline]
+    fn holds(&self, owner: NonNull<Header>) -> bool {
+        // SAFETY: as in `is_occupied`.
+        match unsafe { &*self.next.as_ptr() } {
+            Next::Empty => false,
+            Next::Plain(runnable) | Next::WithMessage(runnable) => runnable.header() == owner,
+        }
     }
 
     /// Puts `runnable` here to run next; gives it back if the position is taken.
