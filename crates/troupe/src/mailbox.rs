@@ -6,9 +6,21 @@
 //! in crossbeam-channel's `list` flavour. Producers claim a slot by advancing the shared `tail`
 //! word with one compare-and-swap, write the message into the slot and then mark it ready.
 //! The single consumer (the actor's turn) reads slots in order and never needs an atomic
-//! read-modify-write. A block the consumer has finished is kept as the `spare` and handed to the
-//! next producer that needs a block, so a steady stream of messages allocates nothing.
-//! An actor that never receives a message never allocates a block.
+//! read-modify-write. An actor that never receives a message never allocates a block.
+//!
+//! # Recycling blocks
+//! A block the consumer has finished goes on the *spare chain* (`spare`, linked through the
+//! blocks' `next`), which keeps one block, or for an owner with catch-up
+//! (`SpawnOptions::catch_up`) enough for twice its catch-up backlog; beyond that it is freed.
+//! The producer that installs the next block takes the whole chain with one swap, installs its
+//! first block and leaves the rest linked behind it, ahead of the tail: the next installers
+//! find their block already linked and touch neither the chain nor the allocator. So a steady
+//! stream allocates nothing, and neither does a producer that keeps its consumer a catch-up
+//! backlog behind (a fresh block costs a page fault for every four kilobytes it spans; over a
+//! backlog of millions of messages that was the largest cost of the counting actor).
+//! Only the consumer pushes onto the chain and only it frees blocks; producers only take the
+//! whole chain. A block the consumer reads on the chain is therefore live, and the chain's
+//! first block cannot leave and come back behind the consumer's back (no ABA).
 //!
 //! # The tail word and who schedules
 //! `tail` holds the index of the next free slot (shifted left by [`SHIFT`]) and five flags:
@@ -45,6 +57,9 @@
 //! - A block is recycled only after the consumer has read every slot in it; a producer touches a
 //!   block only after its compare-and-swap claimed a slot in it and only until it marks that
 //!   slot ready, so no producer can still be inside a recycled block.
+//! - A block's `next` is written while the block is in use only by the producer that claimed
+//!   its last slot (it installs the next block, before writing that slot); a recycled block's
+//!   `next` and layout are written by the consumer before the block is published again.
 
 use std::mem::MaybeUninit;
 use std::ptr;
@@ -87,10 +102,15 @@ struct Slot<T> {
 /// A block of slots. Consecutive indices are spread over the block by a stride chosen when the
 /// block is installed (see [`STRIDE_SOLO`] and [`STRIDE_CONTENDED`]).
 struct Block<T> {
+    /// In use: the block installed after this one (null until then). On the spare chain, or
+    /// linked ahead of the tail block: the next free block.
     next: AtomicPtr<Block<T>>,
-    /// Row of [`LAYOUTS`]: set by the producer that installs the block, before publishing it;
-    /// read-only after.
+    /// Row of [`LAYOUTS`]: set by whoever owns the block alone before it is published (the
+    /// producer that allocates it, or the consumer that recycles it); read-only after.
     layout: u8,
+    /// On the spare chain: how many blocks it holds from this one on. Written by the consumer
+    /// as it recycles the block; read by the consumer only.
+    free_depth: u16,
     slots: [Slot<T>; BLOCK_CAP],
 }
 
@@ -99,6 +119,7 @@ impl<T> Block<T> {
         Box::new(Block {
             next: AtomicPtr::new(ptr::null_mut()),
             layout: SOLO,
+            free_depth: 0,
             slots: std::array::from_fn(|_| Slot {
                 ready: AtomicU8::new(0),
                 msg: UnsafeCell::new(MaybeUninit::uninit()),
@@ -173,6 +194,22 @@ pub(crate) enum Pushed {
     /// Queued, and the owner, though scheduled, has at least the mailbox's `behind_at`
     /// messages waiting (checked on some pushes only; approximate).
     Behind,
+}
+
+/// The most blocks a spare chain keeps.
+const MAX_SPARES: usize = 1024;
+
+/// Frees `block` and every block linked after it.
+///
+/// # Safety
+/// The caller owns the chain: no other thread refers to any of its blocks, and no slot in it
+/// holds a message.
+unsafe fn free_chain<T>(mut block: *mut Block<T>) {
+    while !block.is_null() {
+        // SAFETY: per the contract, each block came from `Box::into_raw` and is owned here.
+        let owned = unsafe { Box::from_raw(block) };
+        block = owned.next.load(Ordering::Relaxed);
+    }
 }
 
 /// Why a message was not accepted.
@@ -313,13 +350,9 @@ impl<T> Mailbox<T> {
         let mut backoff = Backoff::new();
         let mut tail = self.tail.load(Ordering::Acquire);
         let mut block = self.tail_block.load(Ordering::Acquire);
-        let mut next_block: Option<Box<Block<T>>> = None;
 
         loop {
             if tail & CLOSED != 0 {
-                if let Some(unused) = next_block {
-                    self.give_spare(unused);
-                }
                 return Err(Closed(msg));
             }
             let offset = (tail >> SHIFT) % LAP;
@@ -330,15 +363,10 @@ impl<T> Mailbox<T> {
                 block = self.tail_block.load(Ordering::Acquire);
                 continue;
             }
-            // About to claim the last slot of this block: have the next block ready first, so
-            // the time other producers wait at the marker is a few stores long.
-            if offset + 1 == BLOCK_CAP && next_block.is_none() {
-                next_block = Some(self.take_block());
-            }
-
             if block.is_null() {
-                // The very first message: install the first block.
-                let first = Box::into_raw(next_block.take().unwrap_or_else(|| self.take_block()));
+                // The very first message: install the first block. A new one: nothing was ever
+                // recycled, and a block that loses the race below is freed, never shared.
+                let first = Box::into_raw(self.new_block());
                 // Release pairs with the Acquire loads of `tail_block` by other producers and
                 // of `head_block` by the consumer; Acquire on failure pairs with the winner's
                 // Release, so the block it built is visible before we write into it.
@@ -354,7 +382,7 @@ impl<T> Mailbox<T> {
                     }
                     Err(installed) => {
                         // SAFETY: `first` came from `Box::into_raw` above and was not published.
-                        next_block = Some(unsafe { Box::from_raw(first) });
+                        drop(unsafe { Box::from_raw(first) });
                         block = installed;
                         tail = self.tail.load(Ordering::Acquire);
                         continue;
@@ -379,16 +407,26 @@ impl<T> Mailbox<T> {
                     // recycled the block.
                     unsafe {
                         if offset + 1 == BLOCK_CAP {
-                            let next = Box::into_raw(next_block.take().expect("preallocated"));
+                            // This producer installs the next block: the one linked ahead of
+                            // this one (recycled), else the spare chain's first (the rest of
+                            // the chain stays linked behind it), else a new one. Other
+                            // producers wait at the marker meanwhile. Acquire pairs with the
+                            // Release that published the link (the consumer's recycling, via
+                            // the producer that installed `block`).
+                            let mut next = (*block).next.load(Ordering::Acquire);
+                            if next.is_null() {
+                                next = Box::into_raw(self.take_block());
+                                // Release pairs with the consumer's Acquire load of `next`
+                                // when it leaves `block`.
+                                (*block).next.store(next, Ordering::Release);
+                            }
+                            // Release pairs with other producers' Acquire loads of the tail
+                            // block: the block's reset slots and layout are visible to them.
                             self.tail_block.store(next, Ordering::Release);
                             // Skip the marker index; fetch_add keeps flags others may set.
                             self.tail.fetch_add(ONE, Ordering::Release);
-                            (*block).next.store(next, Ordering::Release);
                         }
                         Self::write(block, offset, msg);
-                    }
-                    if let Some(unused) = next_block {
-                        self.give_spare(unused);
                     }
                     return Ok(self.pushed_at(tail));
                 }
@@ -505,33 +543,90 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// A block for a producer: the spare if there is one, else a new allocation, laid out for
-    /// contention if producers raced since the last block was taken.
+    /// A block for the producer that installs the next one: the whole spare chain, taken at
+    /// once (its first block is installed, the rest stays linked behind it, ahead of the tail),
+    /// else a new allocation.
     fn take_block(&self) -> Box<Block<T>> {
-        let spare = self.spare.swap(ptr::null_mut(), Ordering::Acquire);
-        let mut block = if spare.is_null() {
-            Block::boxed()
-        } else {
-            // SAFETY: the spare came from `Box::into_raw` in `give_spare`, and the swap made this
-            // thread its only owner. Acquire pairs with the Release swap there, so the reset
-            // slots and `next` are visible.
-            unsafe { Box::from_raw(spare) }
-        };
+        let chain = self.spare.swap(ptr::null_mut(), Ordering::Acquire);
+        if chain.is_null() {
+            return self.new_block();
+        }
+        // SAFETY: the chain's blocks came from `Box::into_raw` in `recycle`, and the swap made
+        // this thread the chain's only owner. Acquire pairs with the Release compare-and-swap
+        // there, so the reset slots, layout and links are visible.
+        unsafe { Box::from_raw(chain) }
+    }
+
+    /// A new block, laid out for contention if producers raced since the last block was laid
+    /// out.
+    fn new_block(&self) -> Box<Block<T>> {
+        let mut block = Block::boxed();
         // Not yet published: only this producer sees it.
-        block.layout = if self.contended.swap(0, Ordering::Relaxed) != 0 {
-            CONTENDED
-        } else {
-            SOLO
-        };
+        block.layout = self.next_layout();
         block
     }
 
-    /// Keeps `block` (fully reset) as the spare, freeing the previous spare if any.
-    fn give_spare(&self, block: Box<Block<T>>) {
-        let old = self.spare.swap(Box::into_raw(block), Ordering::AcqRel);
-        if !old.is_null() {
-            // SAFETY: `old` was the spare, owned by the mailbox, and the swap removed it.
-            drop(unsafe { Box::from_raw(old) });
+    fn next_layout(&self) -> u8 {
+        if self.contended.swap(0, Ordering::Relaxed) != 0 {
+            CONTENDED
+        } else {
+            SOLO
+        }
+    }
+
+    /// How many blocks the spare chain keeps: one (as many as a steady stream needs), or, for
+    /// an owner with catch-up, enough for twice its catch-up backlog, so a producer that
+    /// outruns it by that much allocates nothing and touches no new memory.
+    fn spares_kept(&self) -> u16 {
+        if cfg!(troupe_loom) {
+            return 2;
+        }
+        if self.behind_at == 0 {
+            return 1;
+        }
+        (self.behind_at as usize / BLOCK_CAP * 2 + 2).min(MAX_SPARES) as u16
+    }
+
+    /// Keeps a block the consumer has finished (every slot read and reset) on the spare chain,
+    /// or frees it if the chain holds as many as `spares_kept` already.
+    ///
+    /// Only the consumer calls this, so the chain has one pusher: a block it reads here (the
+    /// chain's first) is live, since only the consumer frees blocks; producers only take the
+    /// whole chain (`take_block`). No ABA: the first block can leave the chain and come back
+    /// only through this consumer.
+    fn recycle(&self, block: Box<Block<T>>) {
+        let keep = self.spares_kept();
+        let block = Box::into_raw(block);
+        // SAFETY: `block` is this consumer's alone until the compare-and-swap publishes it.
+        unsafe { (*block).layout = self.next_layout() };
+        let mut first = self.spare.load(Ordering::Relaxed);
+        loop {
+            let depth = if first.is_null() {
+                0
+            } else {
+                // SAFETY: `first` is live (see above); its depth was written by this consumer.
+                unsafe { (*first).free_depth }
+            };
+            if depth >= keep {
+                // SAFETY: not published.
+                drop(unsafe { Box::from_raw(block) });
+                return;
+            }
+            // SAFETY: not yet published.
+            unsafe {
+                (*block).free_depth = depth + 1;
+                (*block).next.store(first, Ordering::Relaxed);
+            }
+            // Release pairs with the Acquire swap in `take_block`.
+            match self.spare.compare_exchange_weak(
+                first,
+                block,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(current) => first = current,
+            }
         }
     }
 }
@@ -698,8 +793,9 @@ impl<T> Consumer<'_, T> {
         }
         if !self.block.is_null() {
             // SAFETY: every claimed slot has been read; with the mailbox closed, no producer can
-            // claim another, so no one else refers to this block.
-            drop(unsafe { Box::from_raw(self.block) });
+            // claim another, so no one else refers to this block or to the free blocks linked
+            // ahead of it.
+            unsafe { free_chain(self.block) };
             self.block = ptr::null_mut();
             self.mailbox
                 .tail_block
@@ -709,10 +805,8 @@ impl<T> Consumer<'_, T> {
                 .store(ptr::null_mut(), Ordering::Relaxed);
         }
         let spare = self.mailbox.spare.swap(ptr::null_mut(), Ordering::Acquire);
-        if !spare.is_null() {
-            // SAFETY: the swap made this thread the spare's only owner.
-            drop(unsafe { Box::from_raw(spare) });
-        }
+        // SAFETY: the swap made this thread the chain's only owner.
+        unsafe { free_chain(spare) };
     }
 
     /// Marks the owner gone for good: later signals are refused and nothing schedules it.
@@ -750,12 +844,11 @@ impl<T> Drop for Release<'_, '_, T> {
                 let next = (*c.block).next.load(Ordering::Acquire);
                 debug_assert!(!next.is_null());
                 let done = Box::from_raw(c.block);
-                done.next.store(ptr::null_mut(), Ordering::Relaxed);
                 c.block = next;
                 // Consumer-owned from the first block on; the next turn reads it.
                 c.mailbox.head_block.store(next, Ordering::Relaxed);
                 c.head += ONE; // skip the marker index
-                c.mailbox.give_spare(done);
+                c.mailbox.recycle(done);
             }
         }
     }
@@ -777,16 +870,12 @@ impl<T> Drop for Mailbox<T> {
         while consumer.pop().is_some() {}
         let block = consumer.block;
         drop(consumer);
-        if !block.is_null() {
-            // SAFETY: the head block is owned by the mailbox; with every ready slot read and no
-            // producers left, no slot holds a message.
-            drop(unsafe { Box::from_raw(block) });
-        }
+        // SAFETY: the head block and the free blocks linked ahead of it are owned by the
+        // mailbox; with every ready slot read and no producers left, no slot holds a message.
+        unsafe { free_chain(block) };
         let spare = self.spare.swap(ptr::null_mut(), Ordering::Relaxed);
-        if !spare.is_null() {
-            // SAFETY: the spare is owned by the mailbox.
-            drop(unsafe { Box::from_raw(spare) });
-        }
+        // SAFETY: the spare chain is owned by the mailbox.
+        unsafe { free_chain(spare) };
     }
 }
 
