@@ -32,8 +32,8 @@ pub enum Scenario {
     Spawn,
     Counter,
     Chain,
-    /// One sender outside the runtime's lightweight units tells M messages to N actors
-    /// round-robin, then asks each for its sum.
+    // One sender outside the runtime's lightweight units tells M messages to N actors
+    // round-robin, then asks each for its sum.
     Fanout,
 }
 
