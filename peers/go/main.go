@@ -1,7 +1,7 @@
 // Command troupe-peer-go is the Go peer of troupe's benchmark comparison.
 //
-// It implements the four scenarios of peers/PROTOCOL.md (ring, spawn, counter,
-// chain) with plain goroutines and channels, the way the Go documentation
+// It implements the five scenarios of peers/PROTOCOL.md (ring, spawn, counter,
+// chain, fanout) with plain goroutines and channels, the way the Go documentation
 // recommends for concurrent message passing, and prints one JSON object per
 // (scenario, metric) on stdout. Everything else (progress, errors) goes to
 // stderr.
@@ -12,6 +12,7 @@
 //	troupe-peer-go spawn   --actors N                       [--repeat R] [--warmup W] [--contender NAME]
 //	troupe-peer-go counter --producers P --per-producer K   [--repeat R] [--warmup W] [--contender NAME]
 //	troupe-peer-go chain   --length N --mode actors|threads [--repeat R] [--warmup W] [--contender NAME]
+//	troupe-peer-go fanout  --actors N --messages M          [--repeat R] [--warmup W] [--contender NAME]
 package main
 
 import (
@@ -27,7 +28,7 @@ import (
 type contender struct {
 	name string
 	// mailboxCap is the capacity of the busy mailboxes: ring nodes, the
-	// counting actor and chain stages. 0 means unbuffered.
+	// counting actor, chain stages and fanout workers. 0 means unbuffered.
 	mailboxCap int
 	// idleCap is the capacity of the mailboxes of the spawn scenario's idle
 	// goroutines. It is kept small for the buffered variant because Go
@@ -58,8 +59,9 @@ type options struct {
 	repeat    int
 	warmup    int
 
-	actors      int    // ring, spawn
+	actors      int    // ring, spawn, fanout
 	rounds      int    // ring
+	messages    uint64 // fanout
 	producers   int    // counter
 	perProducer int    // counter
 	length      int    // chain
@@ -72,6 +74,7 @@ func usage() {
   troupe-peer-go spawn   --actors N                       [--repeat R] [--warmup W] [--contender NAME]
   troupe-peer-go counter --producers P --per-producer K   [--repeat R] [--warmup W] [--contender NAME]
   troupe-peer-go chain   --length N --mode actors|threads [--repeat R] [--warmup W] [--contender NAME]
+  troupe-peer-go fanout  --actors N --messages M          [--repeat R] [--warmup W] [--contender NAME]
 contenders: go-chan (default), go-chan-buffered
 `)
 }
@@ -107,6 +110,9 @@ func parseArgs(args []string) options {
 	case "chain":
 		fs.IntVar(&o.length, "length", 0, "stages in the chain")
 		fs.StringVar(&o.mode, "mode", "actors", "actors|threads (both run goroutines)")
+	case "fanout":
+		fs.IntVar(&o.actors, "actors", 0, "worker goroutines")
+		fs.Uint64Var(&o.messages, "messages", 0, "messages in all, sent round-robin")
 	default:
 		usage()
 		fail("unknown scenario %q", o.scenario)
@@ -152,6 +158,10 @@ func parseArgs(args []string) options {
 		if o.mode != "actors" && o.mode != "threads" {
 			fail("chain --mode must be actors or threads")
 		}
+	case "fanout":
+		if o.actors < 1 || o.messages < 1 {
+			fail("fanout needs --actors >= 1 and --messages >= 1")
+		}
 	}
 	return o
 }
@@ -168,6 +178,8 @@ func main() {
 		ok = runCounter(o)
 	case "chain":
 		ok = runChain(o)
+	case "fanout":
+		ok = runFanout(o)
 	}
 	if !ok {
 		fmt.Fprintf(os.Stderr, "%s (%s): validation FAILED\n", o.scenario, o.contender.name)

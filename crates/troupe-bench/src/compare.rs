@@ -32,6 +32,9 @@ pub enum Scenario {
     Spawn,
     Counter,
     Chain,
+    // One sender outside the runtime's lightweight units tells M messages to N actors
+    // round-robin, then asks each for its sum.
+    Fanout,
 }
 
 impl Scenario {
@@ -41,6 +44,7 @@ impl Scenario {
             Scenario::Spawn => "spawn",
             Scenario::Counter => "counter",
             Scenario::Chain => "chain",
+            Scenario::Fanout => "fanout",
         }
     }
 }
@@ -97,6 +101,10 @@ struct Contender {
     /// Made of one OS thread per actor: sizes that would take many minutes are scaled down.
     os_threads: bool,
     chain_mode: String,
+    /// Parameters this contender is given on top of a scenario's and that its records must
+    /// echo, e.g. troupe's fanout `from: thread` (troupe-bench measures a plain thread and a
+    /// tokio task; the peers' sender is the plain one). Not part of the case compared.
+    own_params: BTreeMap<Scenario, Map<String, Value>>,
 }
 
 /// One parameter set of one scenario.
@@ -139,18 +147,43 @@ impl Case {
 
     fn args(&self) -> Vec<String> {
         let mut args = vec![self.scenario.name().to_owned()];
-        for (key, value) in &self.params {
-            args.push(format!("--{}", key.replace('_', "-")));
-            args.push(match value {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            });
+        push_params(&mut args, &self.params);
+        args
+    }
+
+    /// The command line of this case for this contender: the case's parameters, then the
+    /// contender's own for the scenario.
+    fn args_for(&self, c: &Contender) -> Vec<String> {
+        let mut args = self.args();
+        if let Some(own) = c.own_params.get(&self.scenario) {
+            push_params(&mut args, own);
         }
         args
     }
 
+    /// Every parameter a record of this case must carry for this contender.
+    fn expected_params<'a>(
+        &'a self,
+        c: &'a Contender,
+    ) -> impl Iterator<Item = (&'a String, &'a Value)> {
+        self.params
+            .iter()
+            .chain(c.own_params.get(&self.scenario).into_iter().flatten())
+    }
+
     fn key(&self) -> String {
         format!("{} {}", self.scenario.name(), params_text(&self.params))
+    }
+}
+
+/// `--key value` for each parameter (`per_producer` becomes `--per-producer`).
+fn push_params(args: &mut Vec<String>, params: &Map<String, Value>) {
+    for (key, value) in params {
+        args.push(format!("--{}", key.replace('_', "-")));
+        args.push(match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        });
     }
 }
 
@@ -175,6 +208,13 @@ fn cases(options: &CompareOptions) -> Vec<Case> {
                 out.push(Case::new(s, json!({"length": 1_000})));
                 out.push(Case::new(s, json!({"length": 10_000})));
             }
+            (Scenario::Fanout, true) => {
+                out.push(Case::new(s, json!({"actors": 100, "messages": 10_000})));
+            }
+            (Scenario::Fanout, false) => out.push(Case::new(
+                s,
+                json!({"actors": 1_000, "messages": 10_000_000}),
+            )),
         }
     }
     out
@@ -183,9 +223,18 @@ fn cases(options: &CompareOptions) -> Vec<Case> {
 /// troupe's own contenders: this program, run as a child per repetition.
 fn local_contenders() -> Result<Vec<Contender>> {
     let me = std::env::current_exe().context("locating troupe-bench itself")?;
-    let all = ["ring", "spawn", "counter", "chain"]
+    let all = ["ring", "spawn", "counter", "chain", "fanout"]
         .map(String::from)
         .to_vec();
+    // troupe-bench's fanout measures a plain thread and a tokio task; the one compared is the
+    // plain thread, the sender every peer uses.
+    let troupe_own = BTreeMap::from([(
+        Scenario::Fanout,
+        json!({"from": "thread"})
+            .as_object()
+            .expect("object")
+            .clone(),
+    )]);
     Ok(vec![
         Contender {
             name: "troupe".into(),
@@ -196,6 +245,7 @@ fn local_contenders() -> Result<Vec<Contender>> {
             jvm: false,
             os_threads: false,
             chain_mode: "actors".into(),
+            own_params: troupe_own,
         },
         Contender {
             name: "troupe-thread".into(),
@@ -206,6 +256,7 @@ fn local_contenders() -> Result<Vec<Contender>> {
             jvm: false,
             os_threads: true,
             chain_mode: "actors".into(),
+            own_params: BTreeMap::new(),
         },
         Contender {
             name: "os-threads".into(),
@@ -216,6 +267,7 @@ fn local_contenders() -> Result<Vec<Contender>> {
             jvm: false,
             os_threads: true,
             chain_mode: "threads".into(),
+            own_params: BTreeMap::new(),
         },
     ])
 }
@@ -304,6 +356,7 @@ fn peer_contenders(options: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<C
                 jvm: manifest.jvm,
                 os_threads: spec.chain_mode.as_deref() == Some("threads"),
                 chain_mode: spec.chain_mode.clone().unwrap_or_else(|| "actors".into()),
+                own_params: BTreeMap::new(),
             });
         }
     }
@@ -324,7 +377,7 @@ fn run_process(
     repeat: usize,
     timeout: Duration,
 ) -> Outcome {
-    let mut args = case.args();
+    let mut args = case.args_for(contender);
     args.extend(contender.extra.iter().cloned());
     args.extend([
         "--warmup".into(),
@@ -424,7 +477,7 @@ fn check(
         if !r.validated {
             return Err(format!("its own check failed for {}", r.metric));
         }
-        for (key, asked) in &case.params {
+        for (key, asked) in case.expected_params(contender) {
             if r.params.get(key) != Some(asked) {
                 return Err(format!(
                     "ran with {key}={:?}, asked {asked}",
@@ -653,6 +706,7 @@ fn metrics_of(scenario: Scenario) -> &'static [&'static str] {
         Scenario::Spawn => &["spawn_time", "memory"],
         Scenario::Counter => &["throughput"],
         Scenario::Chain => &["elapsed"],
+        Scenario::Fanout => &["throughput"],
     }
 }
 
@@ -832,6 +886,7 @@ mod tests {
             jvm: false,
             os_threads: true,
             chain_mode: "threads".into(),
+            own_params: BTreeMap::new(),
         };
         let ring = Case::new(Scenario::Ring, json!({"actors": 100, "rounds": 100_000}));
         assert_eq!(ring.for_contender(&c).unwrap().params["rounds"], 1_000);
@@ -843,5 +898,107 @@ mod tests {
             chain.for_contender(&c).unwrap().args(),
             ["chain", "--length", "1000", "--mode", "threads"]
         );
+    }
+
+    #[test]
+    fn fanout_cases_pair_troupe_plain_thread_with_the_peers() {
+        let mut options = CompareOptions {
+            scenarios: vec![Scenario::Fanout],
+            only: vec![],
+            peers_dir: PathBuf::new(),
+            results_dir: PathBuf::new(),
+            build: false,
+            quick: false,
+            ring_rounds: None,
+            timeout: Duration::from_secs(1),
+        };
+        let full = cases(&options);
+        assert_eq!(full.len(), 1);
+        assert_eq!(
+            Value::Object(full[0].params.clone()),
+            json!({"actors": 1_000, "messages": 10_000_000})
+        );
+        assert_eq!(full[0].key(), cases(&options)[0].key());
+        options.quick = true;
+        let quick = cases(&options);
+        assert_eq!(
+            Value::Object(quick[0].params.clone()),
+            json!({"actors": 100, "messages": 10_000})
+        );
+        assert_eq!(metrics_of(Scenario::Fanout), ["throughput"]);
+
+        let locals = local_contenders().unwrap();
+        let troupe = locals.iter().find(|c| c.name == "troupe").unwrap();
+        assert!(troupe.scenarios.iter().any(|s| s == "fanout"));
+        for other in locals.iter().filter(|c| c.name != "troupe") {
+            assert!(
+                !other.scenarios.iter().any(|s| s == "fanout"),
+                "{}",
+                other.name
+            );
+        }
+        // troupe-bench measures a plain thread and a tokio task; compare asks for the thread.
+        assert_eq!(
+            full[0].args_for(troupe),
+            [
+                "fanout",
+                "--actors",
+                "1000",
+                "--messages",
+                "10000000",
+                "--from",
+                "thread"
+            ]
+        );
+        let peer = Contender {
+            name: "go-chan-buffered".into(),
+            describe: String::new(),
+            program: PathBuf::new(),
+            extra: vec![],
+            scenarios: vec!["fanout".into()],
+            jvm: false,
+            os_threads: false,
+            chain_mode: "actors".into(),
+            own_params: BTreeMap::new(),
+        };
+        assert_eq!(
+            full[0].args_for(&peer),
+            ["fanout", "--actors", "1000", "--messages", "10000000"]
+        );
+        assert_eq!(full[0].for_contender(&peer).unwrap().params, full[0].params);
+
+        let record = |contender: &str, params: Value| {
+            Record::new(
+                "fanout",
+                "throughput",
+                contender,
+                params.as_object().unwrap().clone(),
+                "msgs/s",
+                vec![2.0e7],
+                "",
+            )
+        };
+        let ok = |contender: &Contender, params: Value| {
+            check(&[record(&contender.name, params)], contender, &full[0], 1)
+        };
+        assert_eq!(
+            ok(
+                troupe,
+                json!({"actors": 1_000, "messages": 10_000_000, "from": "thread"})
+            ),
+            Ok(())
+        );
+        // A record of the tokio-task sender, or one that does not say, is not troupe's figure.
+        assert!(ok(
+            troupe,
+            json!({"actors": 1_000, "messages": 10_000_000, "from": "tokio-task"})
+        )
+        .is_err());
+        assert!(ok(troupe, json!({"actors": 1_000, "messages": 10_000_000})).is_err());
+        assert_eq!(
+            ok(&peer, json!({"actors": 1_000, "messages": 10_000_000})),
+            Ok(())
+        );
+        assert!(ok(&peer, json!({"actors": 1_000, "messages": 1_000_000})).is_err());
     }
 }

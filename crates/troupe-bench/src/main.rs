@@ -439,6 +439,7 @@ fn run() -> Result<()> {
                         compare::Scenario::Spawn,
                         compare::Scenario::Counter,
                         compare::Scenario::Chain,
+                        compare::Scenario::Fanout,
                     ]
                 } else {
                     scenarios

@@ -109,6 +109,8 @@ fn quick_compare_every_available_contender_validates() {
     for local in ["troupe", "troupe-thread", "os-threads"] {
         assert!(seen.contains_key(local), "no results from {local}");
     }
+    // Sends from outside the pool: troupe always, and every peer that declares it.
+    assert!(seen["troupe"].contains("fanout"), "no fanout from troupe");
     for (contender, scenarios) in &expected {
         let unsupported = stderr.contains(&format!("{contender} does not support"));
         let got = seen.get(contender).cloned().unwrap_or_default();
@@ -136,6 +138,21 @@ fn quick_compare_every_available_contender_validates() {
             "{} missing or empty",
             file.display()
         );
+    }
+    // troupe-bench measures fanout from a plain thread and from a tokio task; compare runs the
+    // plain thread only, the sender the peers use.
+    let raw = std::fs::read_to_string(folder.join("raw.jsonl")).unwrap();
+    let troupe_fanout: Vec<Value> = raw
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["scenario"] == "fanout" && r["contender"] == "troupe")
+        .collect();
+    assert!(
+        !troupe_fanout.is_empty(),
+        "no fanout line from troupe in raw.jsonl"
+    );
+    for r in &troupe_fanout {
+        assert_eq!(r["params"]["from"], "thread", "{r}");
     }
     let page = std::fs::read_to_string(folder.join("index.html")).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<svg"));

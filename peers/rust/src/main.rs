@@ -19,7 +19,23 @@ use std::process::ExitCode;
 use clap::Parser;
 use common::{Cli, Contender, Peer};
 
+/// Scenarios of PROTOCOL.md no contender here implements yet: answered with status 3 and an
+/// `unsupported:` line, as the protocol asks, rather than as an unknown subcommand.
+const NOT_IMPLEMENTED: &[&str] = &["fanout"];
+
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(scenario) = args.get(1).filter(|s| NOT_IMPLEMENTED.contains(&s.as_str())) {
+        let contender = args
+            .windows(2)
+            .filter(|w| w[0] == "--contender")
+            .map(|w| w[1].as_str())
+            .chain(args.iter().filter_map(|a| a.strip_prefix("--contender=")))
+            .last()
+            .unwrap_or("tokio");
+        eprintln!("unsupported: {scenario} for {contender}");
+        return ExitCode::from(3);
+    }
     let cli = Cli::parse();
     let mut peer: Box<dyn Peer> = match cli.contender {
         Contender::Tokio => Box::new(tokio_peer::TokioPeer::new(true)),

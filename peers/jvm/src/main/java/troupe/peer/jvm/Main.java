@@ -23,10 +23,17 @@ public final class Main {
     private static final int EXIT_FAILED = 1;
     private static final int EXIT_USAGE = 2;
     private static final int EXIT_UNSUPPORTED = 3;
+    /** Scenarios of PROTOCOL.md no contender here implements yet. */
+    private static final List<String> NOT_IMPLEMENTED = List.of("fanout");
 
     private Main() {}
 
     public static void main(String[] args) {
+        if (args.length > 0 && NOT_IMPLEMENTED.contains(args[0])) {
+            System.err.println("unsupported: " + args[0] + " for " + contenderArg(args));
+            System.exit(EXIT_UNSUPPORTED);
+            return;
+        }
         Options options;
         try {
             options = Options.parse(args);
@@ -60,6 +67,19 @@ public final class Main {
             System.err.println(options.scenario + " (" + options.contender + "): validation FAILED");
         }
         System.exit(ok ? 0 : EXIT_FAILED);
+    }
+
+    /** The value of {@code --contender} (or {@code --contender=}), else the default. */
+    private static String contenderArg(String[] args) {
+        String name = "pekko";
+        for (int i = 1; i < args.length; i++) {
+            if (args[i].startsWith("--contender=")) {
+                name = args[i].substring("--contender=".length());
+            } else if (args[i].equals("--contender") && i + 1 < args.length) {
+                name = args[i + 1];
+            }
+        }
+        return name;
     }
 
     private static Contender create(String name, String scenario) {
