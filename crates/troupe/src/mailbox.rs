@@ -1224,6 +1224,86 @@ mod loom_tests {
         });
     }
 
+    /// The spare chain: a consumer that drains as producers go recycles blocks onto the chain
+    /// (two kept under loom), an installer takes the whole chain and leaves its second block
+    /// linked ahead of the tail, and the next installer finds it there; two producers race to
+    /// install while the consumer recycles. Every message arrives once, in per-producer order,
+    /// and every block is freed exactly once (loom reports leaks and double frees).
+    #[test]
+    fn loom_spare_chain_and_prelinked_blocks() {
+        model(|| {
+            let mb = Arc::new(Mailbox::<usize>::new(false));
+            let producers: Vec<_> = (0..2)
+                .map(|p| {
+                    let mb = mb.clone();
+                    thread::spawn(move || {
+                        for i in 0..3 {
+                            mb.push(p * 10 + i).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            let mut seen = Vec::new();
+            while seen.len() < 6 {
+                // SAFETY: this test thread is the only consumer.
+                let mut rx = unsafe { mb.consumer() };
+                while let Some(m) = rx.pop() {
+                    seen.push(m);
+                }
+                drop(rx);
+                thread::yield_now();
+            }
+            for p in producers {
+                p.join().unwrap();
+            }
+            let from0: Vec<_> = seen.iter().copied().filter(|m| *m < 10).collect();
+            let from1: Vec<_> = seen.iter().copied().filter(|m| *m >= 10).collect();
+            assert_eq!(from0, vec![0, 1, 2]);
+            assert_eq!(from1, vec![10, 11, 12]);
+        });
+    }
+
+    /// A single producer after the consumer has drained two full blocks: the chain holds both,
+    /// the installer takes them, and the block linked ahead is installed by the next installer
+    /// while the consumer keeps draining.
+    #[test]
+    fn loom_prelinked_block_installed_while_consumer_drains() {
+        model(|| {
+            let mb = Arc::new(Mailbox::<usize>::new(false));
+            // Two blocks (two slots each under loom), drained: both go on the chain.
+            for i in 0..4 {
+                mb.push(i).unwrap();
+            }
+            {
+                // SAFETY: no consumer runs yet; this thread is the only one.
+                let mut rx = unsafe { mb.consumer() };
+                for i in 0..4 {
+                    assert_eq!(rx.pop(), Some(i));
+                }
+            }
+            let producer = {
+                let mb = mb.clone();
+                thread::spawn(move || {
+                    for i in 4..9 {
+                        mb.push(i).unwrap();
+                    }
+                })
+            };
+            let mut seen = Vec::new();
+            while seen.len() < 5 {
+                // SAFETY: this test thread is the only consumer.
+                let mut rx = unsafe { mb.consumer() };
+                while let Some(m) = rx.pop() {
+                    seen.push(m);
+                }
+                drop(rx);
+                thread::yield_now();
+            }
+            producer.join().unwrap();
+            assert_eq!(seen, vec![4, 5, 6, 7, 8]);
+        });
+    }
+
     #[test]
     fn loom_signal_never_lost() {
         model(|| {

@@ -1,0 +1,97 @@
+#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
+//! A producer on the pool that keeps a catch-up actor (`SpawnOptions::catch_up`) a backlog
+//! behind allocates nothing once the mailbox has its blocks: finished blocks go on the
+//! mailbox's spare chain and come back linked ahead of the tail. Counted by a global
+//! allocator (one test in this binary, so no other test's allocations are counted).
+
+use std::alloc::{GlobalAlloc, Layout, System as SystemAlloc};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, System};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { SystemAlloc.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { SystemAlloc.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { SystemAlloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+struct Sink(Arc<AtomicU64>);
+impl Actor for Sink {}
+struct Add(u64);
+impl Message for Add {
+    type Reply = ();
+}
+impl Handler<Add> for Sink {
+    fn handle(&mut self, msg: Add, _: &mut Context<Self>) {
+        self.0.fetch_add(msg.0, Ordering::Relaxed);
+    }
+}
+
+struct Producer(Addr<Sink>);
+impl Actor for Producer {}
+struct Flood(u64);
+impl Message for Flood {
+    type Reply = usize;
+}
+impl Handler<Flood> for Producer {
+    /// Sends `n` messages; returns the allocations counted while sending them.
+    fn handle(&mut self, msg: Flood, _: &mut Context<Self>) -> usize {
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        for _ in 0..msg.0 {
+            self.0.tell(Add(1)).unwrap();
+        }
+        ALLOCATIONS.load(Ordering::Relaxed) - before
+    }
+}
+
+#[test]
+fn a_catch_up_backlog_recycles_its_blocks() {
+    const N: u64 = 200_000;
+    // One worker: the sink runs only in turns the producer lends it, so its backlog stays
+    // near 256 messages (about 9 blocks) for the whole flood.
+    let system = System::builder().workers(1).build().unwrap();
+    let total = Arc::new(AtomicU64::new(0));
+    let sink = system.spawn_with(Sink(total.clone()), SpawnOptions::new().catch_up(256));
+    let producer = system.spawn(Producer(sink));
+    let wait = |expected: u64| {
+        let start = Instant::now();
+        while total.load(Ordering::Relaxed) != expected {
+            assert!(start.elapsed() < Duration::from_secs(60), "sink stalled");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    // Warm-up: the mailbox allocates the blocks its backlog needs once.
+    let warm_up = producer.ask(Flood(N)).wait().unwrap();
+    wait(N);
+    let measured = producer.ask(Flood(N)).wait().unwrap();
+    wait(2 * N);
+    eprintln!("{warm_up} allocations in the warm-up flood, {measured} in the measured one");
+    // Without the chain, every block after the first spare is a new allocation: about
+    // N / 31 = 6,450 of them.
+    assert!(
+        measured <= 8,
+        "{measured} allocations while sending {N} messages a backlog behind"
+    );
+    system.shutdown();
+}
