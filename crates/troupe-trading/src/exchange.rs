@@ -30,11 +30,12 @@
 //!
 //! Then the actors are spawned: each standby, then its primary (which knows its standby), then
 //! the receivers (which know every primary). In fsync mode engines run on threads of their
-//! own, since they block on the disk; otherwise everything shares the system's worker pool.
+//! own, and each engine's log has a flusher thread (`flush.rs`) that runs its `fdatasync`s;
+//! otherwise everything shares the system's worker pool.
 //!
 //! # Shutdown
 //! [`Exchange::shutdown`] stops the receivers, then the engines; an engine flushes its log to
-//! disk as it stops.
+//! disk as it stops, then stops its log's flusher and joins its thread.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -44,6 +45,7 @@ use std::time::Duration;
 use troupe::{Addr, AskError, Placement, System};
 
 use crate::engine::{Engine, EngineState, GetAcceptedKeys, GetState, SetPrimary, Style, SyncLog};
+use crate::flush::LogObserver;
 use crate::log::{Journal, LogEnd, LogError, LogMode, LogScan, Recovery, Salvaged, TailCut};
 use crate::market::Market;
 use crate::order::{ClientId, NewOrder, Order, OrderKey, RejectReason, Role};
@@ -72,6 +74,9 @@ pub struct ExchangeConfig {
     /// Only read the logs: nothing is cut, caught up, rebuilt or appended, and the engines run
     /// without a log. For inspecting logs.
     pub read_only: bool,
+    /// Watches every fsync log's writes and flushes (for tests and diagnostics); see
+    /// [`LogObserver`].
+    pub log_observer: Option<Arc<dyn LogObserver>>,
 }
 
 impl ExchangeConfig {
@@ -86,6 +91,7 @@ impl ExchangeConfig {
             max_sessions: 1024,
             recovery: Recovery::Strict,
             read_only: false,
+            log_observer: None,
         }
     }
 }
@@ -381,7 +387,8 @@ impl Exchange {
         Ok(())
     }
 
-    /// Stops the receivers, then the engines (each flushes its log to disk as it stops).
+    /// Stops the receivers, then the engines (each flushes its log to disk as it stops, and
+    /// joins its log's flusher).
     pub fn shutdown(self) {
         for r in &self.receivers {
             r.stop();
@@ -446,7 +453,10 @@ fn open_pair(
             salvaged: scan.salvage_report(&history, None),
         };
         if !config.read_only {
-            let (journal, salvaged) = bring_to(dir, pair, role, config.log, scan, &history)?;
+            let (mut journal, salvaged) = bring_to(dir, pair, role, config.log, scan, &history)?;
+            if let Some(observer) = &config.log_observer {
+                journal.observe(observer.clone());
+            }
             journals.push(journal);
             recovery.salvaged = salvaged;
         }
