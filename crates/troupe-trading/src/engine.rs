@@ -23,14 +23,17 @@
 //! marker to itself; the marker queues behind every order already in the mailbox, so when it
 //! is handled one `write` puts all of them in the file (the OS's page cache) and hands them to
 //! the log's flusher (`flush.rs`): a thread of the log's own that runs `fdatasync` back to
-//! back, each flush covering everything written before it began. After each flush the flusher
-//! tells the engine `Durable { upto }`, and the engine acknowledges what that covers (on a
-//! request-reply standby: sends its watermark). So the next batch is written, and the standby
-//! gets its orders, while the previous flush runs; an order waits for at most the rest of the
-//! flush in progress when it was written, then its own. Fsync engines still run on threads of
-//! their own (`Placement::Thread`): the `write` is a system call. Without a log, or with a
-//! buffered one (whose records are in the OS's page cache as soon as they are appended), an
-//! order is committed as soon as it is applied.
+//! back, each flush covering everything written before it began (it is started with the
+//! engine's first batch). After each flush the flusher tells the engine `Durable { upto }`,
+//! and the engine acknowledges what that covers; on a request-reply standby the flusher sends
+//! the primary the watermark `Replicated { upto }` itself, one hop sooner than through the
+//! standby. So the next batch is written, and the standby gets its orders, while the previous
+//! flush runs; an order waits for at most the rest of the flush in progress when it was
+//! written, then its own. Since no engine waits for the disk (a `write` into the page
+//! cache takes microseconds), engines run on the system's worker pool in every mode; only
+//! `SyncLog` and stopping wait for a flush. Without a log, or with a buffered one (whose
+//! records are in the OS's page cache as soon as they are appended), an order is committed as
+//! soon as it is applied.
 //!
 //! The durability rule: an order is acknowledged only after an `fdatasync` that began after
 //! its record was written, on both engines of its pair (request-reply: the primary waits for
@@ -207,26 +210,11 @@ pub struct Engine {
     /// On a standby: the last watermark sent.
     reported: u64,
     write_scheduled: bool,
+    /// In fsync mode: the log's flusher has been started.
+    flusher_started: bool,
 }
 
 impl Actor for Engine {
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        if self.mode != LogMode::Fsync {
-            return;
-        }
-        let me = ctx.myself();
-        let started = self.shard.start_flusher(move |flushed| {
-            // If the engine has stopped, nothing waits for the news.
-            let _ = match flushed {
-                Ok(upto) => me.tell(Durable { upto }).is_ok(),
-                Err(e) => me.tell(LogFailed(e)).is_ok(),
-            };
-        });
-        if let Err(e) = started {
-            self.fail(&e, ctx);
-        }
-    }
-
     fn stopping(&mut self, _ctx: &mut Context<Self>) {
         // A clean stop leaves every applied order on disk, acknowledged or not, and the
         // flusher's thread joined.
@@ -262,6 +250,7 @@ impl Engine {
             standby_committed: applied,
             reported: applied,
             write_scheduled: false,
+            flusher_started: false,
         }
     }
 
@@ -332,7 +321,8 @@ impl Engine {
         let upto = match (self.role(), self.style) {
             (Role::Primary, Style::RequestReply) => self.committed.min(self.standby_committed),
             (Role::Standby, Style::RequestReply) => {
-                if self.committed > self.reported {
+                // In fsync mode the flusher sends the watermark itself.
+                if self.mode != LogMode::Fsync && self.committed > self.reported {
                     self.reported = self.committed;
                     if let Some(primary) = &self.primary {
                         let _ = primary.tell(Replicated {
@@ -355,6 +345,29 @@ impl Engine {
                 Outcome::Accepted { filled: p.filled },
             );
         }
+    }
+
+    /// Starts the log's flusher (fsync mode). After each flush it tells this engine
+    /// `Durable`; on a request-reply standby it also sends the primary the watermark
+    /// `Replicated` itself, one hop sooner than through this engine.
+    fn start_flusher(&mut self, ctx: &mut Context<Self>) -> Result<(), LogError> {
+        let me = ctx.myself();
+        let primary = match (self.role(), self.style) {
+            (Role::Standby, Style::RequestReply) => self.primary.clone(),
+            _ => None,
+        };
+        self.shard.start_flusher(move |flushed| {
+            // If an engine has stopped, nothing waits for the news.
+            let _ = match flushed {
+                Ok(upto) => {
+                    if let Some(primary) = &primary {
+                        let _ = primary.tell(Replicated { upto });
+                    }
+                    me.tell(Durable { upto }).is_ok()
+                }
+                Err(e) => me.tell(LogFailed(e)).is_ok(),
+            };
+        })
     }
 
     fn fail(&mut self, error: &dyn std::fmt::Display, ctx: &mut Context<Self>) {
@@ -429,6 +442,15 @@ impl Handler<Replicated> for Engine {
 impl Handler<WriteOut> for Engine {
     fn handle(&mut self, _: WriteOut, ctx: &mut Context<Self>) {
         self.write_scheduled = false;
+        if !self.flusher_started {
+            // Started with the first batch: a request-reply standby knows its primary by
+            // then (`SetPrimary` is sent before any order exists).
+            self.flusher_started = true;
+            if let Err(e) = self.start_flusher(ctx) {
+                self.fail(&e, ctx);
+                return;
+            }
+        }
         // Written and handed to the flusher; acknowledged when `Durable` says so.
         if let Err(e) = self.shard.submit() {
             self.fail(&e, ctx);

@@ -29,9 +29,9 @@
 //! start for writing would do. `troupe-trading inspect` starts the exchange so.
 //!
 //! Then the actors are spawned: each standby, then its primary (which knows its standby), then
-//! the receivers (which know every primary). In fsync mode engines run on threads of their
-//! own, and each engine's log has a flusher thread (`flush.rs`) that runs its `fdatasync`s;
-//! otherwise everything shares the system's worker pool.
+//! the receivers (which know every primary). Everything shares the system's worker pool; in
+//! fsync mode each engine's log also has a flusher thread of its own (`flush.rs`), which runs
+//! the log's `fdatasync`s so that no engine waits for the disk.
 //!
 //! # Shutdown
 //! [`Exchange::shutdown`] stops the receivers, then the engines; an engine flushes its log to
@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe::{Addr, AskError, Placement, System};
+use troupe::{Addr, AskError, System};
 
 use crate::engine::{Engine, EngineState, GetAcceptedKeys, GetState, SetPrimary, Style, SyncLog};
 use crate::flush::LogObserver;
@@ -252,10 +252,6 @@ impl Exchange {
         } else {
             config.log
         };
-        let placement = match engine_log {
-            LogMode::Fsync => Placement::Thread,
-            LogMode::None | LogMode::Buffered => Placement::Pool,
-        };
         let mut recovery = Vec::new();
         let mut shards = Vec::new();
         for pair in 0..market.pairs() {
@@ -265,20 +261,20 @@ impl Exchange {
         }
         let mut pairs = Vec::new();
         for (primary, standby) in shards {
-            let standby = system.spawn_on(
-                Engine::new(standby, config.style, engine_log, sessions.clone(), None),
-                placement,
-            );
-            let primary = system.spawn_on(
-                Engine::new(
-                    primary,
-                    config.style,
-                    engine_log,
-                    sessions.clone(),
-                    Some(standby.clone()),
-                ),
-                placement,
-            );
+            let standby = system.spawn(Engine::new(
+                standby,
+                config.style,
+                engine_log,
+                sessions.clone(),
+                None,
+            ));
+            let primary = system.spawn(Engine::new(
+                primary,
+                config.style,
+                engine_log,
+                sessions.clone(),
+                Some(standby.clone()),
+            ));
             if config.style == Style::RequestReply {
                 // Sent before any order exists, so the standby knows its primary in time.
                 let _ = standby.tell(SetPrimary(primary.clone()));
