@@ -154,12 +154,12 @@ struct State {
 }
 
 impl Flusher {
-    /// Starts the flusher of `file` (named `path`), whose records up to `records` are already
-    /// on disk.
+    /// Starts the flusher of `file` (named `path`), whose records up to `written` are in the
+    /// file and up to `durable` already on disk (if `written` is more, it flushes at once).
     pub(crate) fn start(
         file: Arc<File>,
         path: &Path,
-        records: u64,
+        (written, durable): (u64, u64),
         observer: Option<Watch>,
         on_durable: OnDurable,
     ) -> Result<Flusher, LogError> {
@@ -167,8 +167,8 @@ impl Flusher {
             file,
             path: path.to_path_buf(),
             state: Mutex::new(State {
-                written: records,
-                durable: records,
+                written,
+                durable,
                 flushes: 0,
                 failed: None,
                 stop: false,

@@ -403,10 +403,16 @@ pub struct Journal {
     next_seq: u64,
     /// Every record up to this sequence number has been written to the file.
     written: u64,
+    /// Every record up to this sequence number is on disk (as far as commits without a
+    /// flusher know: the flusher keeps its own mark).
+    durable: u64,
     /// Commits made without a flusher that wrote something.
     commits: u64,
     /// The first error of an append, reported by the next commit.
     failed: Option<io::Error>,
+    /// A flush made by a commit failed: the log can promise nothing more (never retried: see
+    /// `flush.rs`), and every later commit, submit or flusher start reports it.
+    flush_failed: Option<io::Error>,
     /// In fsync mode, once started: the thread that flushes what [`Journal::submit`] wrote.
     flusher: Option<Flusher>,
     watch: Option<Watch>,
@@ -641,8 +647,10 @@ impl Journal {
             role,
             next_seq: records as u64 + 1,
             written: records as u64,
+            durable: records as u64,
             commits: 0,
             failed: None,
+            flush_failed: None,
             flusher: None,
             watch: None,
         })
@@ -677,13 +685,15 @@ impl Journal {
         if self.flusher.is_some() {
             return Ok(());
         }
-        // Whatever is written but not yet flushed (a commit that failed half-way) is the
-        // flusher's to flush: it starts with only what the last commit made durable.
+        if let Some(e) = &self.flush_failed {
+            return Err(self.error(io::Error::new(e.kind(), e.to_string())));
+        }
+        // Whatever is written but not yet durable is the flusher's to flush first.
         let on_durable: OnDurable = Box::new(on_durable);
         let flusher = Flusher::start(
             file.clone(),
             &self.path,
-            self.written,
+            (self.written, self.durable),
             self.watch.clone(),
             on_durable,
         )?;
@@ -707,6 +717,9 @@ impl Journal {
     fn write_out(&mut self) -> Result<(), LogError> {
         if let Some(source) = self.failed.take() {
             return Err(self.error(source));
+        }
+        if let Some(e) = &self.flush_failed {
+            return Err(self.error(io::Error::new(e.kind(), e.to_string())));
         }
         let Sink::Write { file, buf, .. } = &mut self.sink else {
             return Ok(());
@@ -770,7 +783,12 @@ impl Journal {
         };
         if wrote {
             self.commits += 1;
-            file.sync_data().map_err(|source| self.error(source))?;
+            if let Err(e) = file.sync_data() {
+                let copy = io::Error::new(e.kind(), e.to_string());
+                self.flush_failed = Some(e);
+                return Err(self.error(copy));
+            }
+            self.durable = self.written;
         }
         Ok(())
     }
@@ -1518,6 +1536,28 @@ mod tests {
             .iter()
             .any(|e| matches!(e, crate::LogEvent::FlushDone { .. })));
         drop(reader);
+    }
+
+    #[test]
+    fn a_failed_commit_flush_is_never_retried() {
+        let (_reader, writer) = std::io::pipe().unwrap();
+        let file = File::from(std::os::fd::OwnedFd::from(writer));
+        let mut journal = Journal::positioned(
+            file,
+            PathBuf::from("pipe.log"),
+            (0, Role::Primary),
+            LogMode::Fsync,
+            HEADER_BYTES as u64,
+            0,
+        )
+        .unwrap();
+        journal.append(&order(0));
+        assert!(journal.commit().is_err(), "fdatasync on a pipe fails");
+        // A later flush could succeed without the records on disk: the log refuses to go on.
+        journal.append(&order(1));
+        assert!(journal.commit().is_err());
+        assert!(journal.start_flusher(|_| {}).is_err());
+        assert!(journal.submit().is_err());
     }
 
     #[test]
