@@ -76,9 +76,8 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::flush::{Flusher, LogObserver, OnDurable, Watch};
 use crate::mapped::MappedAppender;
@@ -816,6 +815,15 @@ impl Journal {
             Some(mut flusher) => {
                 let stopped = flusher.stop();
                 self.commits += flusher.flushes();
+                match &stopped {
+                    // The flusher flushed everything written before it ended.
+                    Ok(()) => self.durable = self.written,
+                    // Its failure outlives it: commits without it must not flush again.
+                    Err(LogError::Io { source, .. }) => {
+                        self.flush_failed = Some(io::Error::new(source.kind(), source.to_string()));
+                    }
+                    Err(_) => {}
+                }
                 stopped
             }
             None => Ok(()),
@@ -1531,6 +1539,10 @@ mod tests {
         assert!(journal.commit().is_err());
         assert!(journal.close().is_err());
         assert!(reports.try_recv().is_err());
+        // Closed, the log does not flush again on its own either.
+        journal.append(&order(3));
+        assert!(journal.commit().is_err());
+        assert!(journal.start_flusher(|_| {}).is_err());
         assert!(!gate
             .events()
             .iter()
