@@ -18,25 +18,41 @@
 //! the same sequence and their states stay equal.
 //!
 //! # Group commit
-//! In fsync mode an applied order waits in `pending` until a commit covers it. The first order
-//! of a batch sends the engine a `Flush` marker to itself; the marker queues behind every order
-//! already in the mailbox, so when it is handled, one `write` + `fdatasync` covers all of them.
-//! Orders arriving during an fsync queue up and form the next batch. The engine runs on a
-//! thread of its own (`Placement::Thread`), since it blocks on the disk. Without a log, or with
-//! a buffered one (whose records are in the OS's page cache as soon as they are appended), an
-//! order is committed as soon as it is applied.
+//! In fsync mode an applied order waits in `pending` until a flush covers it, and the engine
+//! never waits for the disk itself. The first order of a batch sends the engine a `WriteOut`
+//! marker to itself; the marker queues behind every order already in the mailbox, so when it
+//! is handled one `write` puts all of them in the file (the OS's page cache) and hands them to
+//! the log's flusher (`flush.rs`): a thread of the log's own that runs `fdatasync` back to
+//! back, each flush covering everything written before it began (it is started with the
+//! engine's first batch). After each flush the flusher tells the engine `Durable { upto }`,
+//! and the engine acknowledges what that covers; on a request-reply standby the flusher sends
+//! the primary the watermark `Replicated { upto }` itself, one hop sooner than through the
+//! standby. So the next batch is written, and the standby gets its orders, while the previous
+//! flush runs; an order waits for at most the rest of the flush in progress when it was
+//! written, then its own. Since no engine waits for the disk (a `write` into the page
+//! cache takes microseconds), engines run on the system's worker pool in every mode; only
+//! `SyncLog` and stopping wait for a flush. Without a log, or with a buffered one (whose
+//! records are in the OS's page cache as soon as they are appended), an order is committed as
+//! soon as it is applied.
+//!
+//! The durability rule: an order is acknowledged only after an `fdatasync` that began after
+//! its record was written, on both engines of its pair (request-reply: the primary waits for
+//! its own durable mark and the standby's watermark; one-way: each engine acks on its own
+//! durable mark and the client waits for both).
 //!
 //! # Failure
-//! If the log cannot be written, durability can no longer be promised: the engine answers
-//! every pending order with [`RejectReason::EngineUnavailable`] (their fate on disk is unknown:
-//! recovery tells), reports the error, and stops; receivers then reject orders for its books.
+//! If the log cannot be written or flushed (the flusher reports a failed `fdatasync` with
+//! `LogFailed`), durability can no longer be promised: the engine answers every pending order
+//! with [`RejectReason::EngineUnavailable`] (their fate on disk is unknown: recovery tells),
+//! reports the error, and stops; receivers then reject orders for its books. As it stops, the
+//! engine flushes what it has applied and stops the flusher, joining its thread.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use troupe::{Actor, Addr, Context, Handler, Message};
 
-use crate::log::LogMode;
+use crate::log::{LogError, LogMode};
 use crate::order::{Ack, ClientId, Order, OrderKey, Outcome, RejectReason, Role};
 use crate::session::Sessions;
 use crate::shard::Shard;
@@ -101,9 +117,23 @@ impl Message for Replicated {
     type Reply = ();
 }
 
-/// The group-commit marker an engine sends itself.
-struct Flush;
-impl Message for Flush {
+/// The group-commit marker an engine sends itself: write the batch and hand it to the flusher.
+struct WriteOut;
+impl Message for WriteOut {
+    type Reply = ();
+}
+
+/// From the log's flusher: every record up to `upto` is on disk.
+struct Durable {
+    upto: u64,
+}
+impl Message for Durable {
+    type Reply = ();
+}
+
+/// From the log's flusher: a flush failed, nothing more becomes durable.
+struct LogFailed(LogError);
+impl Message for LogFailed {
     type Reply = ();
 }
 
@@ -173,19 +203,22 @@ pub struct Engine {
     /// On a request-reply standby: its primary.
     primary: Option<Addr<Engine>>,
     pending: VecDeque<Pending>,
-    /// Every order up to this sequence number is committed here.
+    /// Every order up to this sequence number is committed (fsync mode: durable) here.
     committed: u64,
     /// On a primary: every order up to this sequence number is committed on the standby.
     standby_committed: u64,
     /// On a standby: the last watermark sent.
     reported: u64,
-    flush_scheduled: bool,
+    write_scheduled: bool,
+    /// In fsync mode: the log's flusher has been started.
+    flusher_started: bool,
 }
 
 impl Actor for Engine {
     fn stopping(&mut self, _ctx: &mut Context<Self>) {
-        // A clean stop leaves every applied order on disk, acknowledged or not.
-        if let Err(e) = self.shard.sync() {
+        // A clean stop leaves every applied order on disk, acknowledged or not, and the
+        // flusher's thread joined.
+        if let Err(e) = self.shard.close() {
             eprintln!(
                 "pair {} {}: could not flush the log while stopping: {e}",
                 self.shard.pair(),
@@ -216,7 +249,8 @@ impl Engine {
             committed: applied,
             standby_committed: applied,
             reported: applied,
-            flush_scheduled: false,
+            write_scheduled: false,
+            flusher_started: false,
         }
     }
 
@@ -275,10 +309,10 @@ impl Engine {
             }
             self.committed = seq;
             self.release();
-        } else if !self.flush_scheduled {
-            self.flush_scheduled = true;
+        } else if !self.write_scheduled {
+            self.write_scheduled = true;
             // If the send fails we are stopping; `stopping` flushes the log.
-            let _ = ctx.myself().tell(Flush);
+            let _ = ctx.myself().tell(WriteOut);
         }
     }
 
@@ -287,7 +321,8 @@ impl Engine {
         let upto = match (self.role(), self.style) {
             (Role::Primary, Style::RequestReply) => self.committed.min(self.standby_committed),
             (Role::Standby, Style::RequestReply) => {
-                if self.committed > self.reported {
+                // In fsync mode the flusher sends the watermark itself.
+                if self.mode != LogMode::Fsync && self.committed > self.reported {
                     self.reported = self.committed;
                     if let Some(primary) = &self.primary {
                         let _ = primary.tell(Replicated {
@@ -310,6 +345,29 @@ impl Engine {
                 Outcome::Accepted { filled: p.filled },
             );
         }
+    }
+
+    /// Starts the log's flusher (fsync mode). After each flush it tells this engine
+    /// `Durable`; on a request-reply standby it also sends the primary the watermark
+    /// `Replicated` itself, one hop sooner than through this engine.
+    fn start_flusher(&mut self, ctx: &mut Context<Self>) -> Result<(), LogError> {
+        let me = ctx.myself();
+        let primary = match (self.role(), self.style) {
+            (Role::Standby, Style::RequestReply) => self.primary.clone(),
+            _ => None,
+        };
+        self.shard.start_flusher(move |flushed| {
+            // If an engine has stopped, nothing waits for the news.
+            let _ = match flushed {
+                Ok(upto) => {
+                    if let Some(primary) = &primary {
+                        let _ = primary.tell(Replicated { upto });
+                    }
+                    me.tell(Durable { upto }).is_ok()
+                }
+                Err(e) => me.tell(LogFailed(e)).is_ok(),
+            };
+        })
     }
 
     fn fail(&mut self, error: &dyn std::fmt::Display, ctx: &mut Context<Self>) {
@@ -381,15 +439,36 @@ impl Handler<Replicated> for Engine {
     }
 }
 
-impl Handler<Flush> for Engine {
-    fn handle(&mut self, _: Flush, ctx: &mut Context<Self>) {
-        self.flush_scheduled = false;
-        if let Err(e) = self.shard.commit() {
-            self.fail(&e, ctx);
-            return;
+impl Handler<WriteOut> for Engine {
+    fn handle(&mut self, _: WriteOut, ctx: &mut Context<Self>) {
+        self.write_scheduled = false;
+        if !self.flusher_started {
+            // Started with the first batch: a request-reply standby knows its primary by
+            // then (`SetPrimary` is sent before any order exists).
+            self.flusher_started = true;
+            if let Err(e) = self.start_flusher(ctx) {
+                self.fail(&e, ctx);
+                return;
+            }
         }
-        self.committed = self.shard.applied();
+        // Written and handed to the flusher; acknowledged when `Durable` says so.
+        if let Err(e) = self.shard.submit() {
+            self.fail(&e, ctx);
+        }
+    }
+}
+
+impl Handler<Durable> for Engine {
+    fn handle(&mut self, msg: Durable, _ctx: &mut Context<Self>) {
+        // Marks only rise; a flush covers nothing beyond what was applied.
+        self.committed = self.committed.max(msg.upto.min(self.shard.applied()));
         self.release();
+    }
+}
+
+impl Handler<LogFailed> for Engine {
+    fn handle(&mut self, LogFailed(e): LogFailed, ctx: &mut Context<Self>) {
+        self.fail(&e, ctx);
     }
 }
 

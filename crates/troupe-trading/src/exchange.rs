@@ -29,21 +29,23 @@
 //! start for writing would do. `troupe-trading inspect` starts the exchange so.
 //!
 //! Then the actors are spawned: each standby, then its primary (which knows its standby), then
-//! the receivers (which know every primary). In fsync mode engines run on threads of their
-//! own, since they block on the disk; otherwise everything shares the system's worker pool.
+//! the receivers (which know every primary). Everything shares the system's worker pool; in
+//! fsync mode each engine's log also has a flusher thread of its own (`flush.rs`), which runs
+//! the log's `fdatasync`s so that no engine waits for the disk.
 //!
 //! # Shutdown
 //! [`Exchange::shutdown`] stops the receivers, then the engines; an engine flushes its log to
-//! disk as it stops.
+//! disk as it stops, then stops its log's flusher and joins its thread.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe::{Addr, AskError, Placement, System};
+use troupe::{Addr, AskError, System};
 
 use crate::engine::{Engine, EngineState, GetAcceptedKeys, GetState, SetPrimary, Style, SyncLog};
+use crate::flush::LogObserver;
 use crate::log::{Journal, LogEnd, LogError, LogMode, LogScan, Recovery, Salvaged, TailCut};
 use crate::market::Market;
 use crate::order::{ClientId, NewOrder, Order, OrderKey, RejectReason, Role};
@@ -72,6 +74,9 @@ pub struct ExchangeConfig {
     /// Only read the logs: nothing is cut, caught up, rebuilt or appended, and the engines run
     /// without a log. For inspecting logs.
     pub read_only: bool,
+    /// Watches every fsync log's writes and flushes (for tests and diagnostics); see
+    /// [`LogObserver`].
+    pub log_observer: Option<Arc<dyn LogObserver>>,
 }
 
 impl ExchangeConfig {
@@ -86,6 +91,7 @@ impl ExchangeConfig {
             max_sessions: 1024,
             recovery: Recovery::Strict,
             read_only: false,
+            log_observer: None,
         }
     }
 }
@@ -246,10 +252,6 @@ impl Exchange {
         } else {
             config.log
         };
-        let placement = match engine_log {
-            LogMode::Fsync => Placement::Thread,
-            LogMode::None | LogMode::Buffered => Placement::Pool,
-        };
         let mut recovery = Vec::new();
         let mut shards = Vec::new();
         for pair in 0..market.pairs() {
@@ -259,20 +261,20 @@ impl Exchange {
         }
         let mut pairs = Vec::new();
         for (primary, standby) in shards {
-            let standby = system.spawn_on(
-                Engine::new(standby, config.style, engine_log, sessions.clone(), None),
-                placement,
-            );
-            let primary = system.spawn_on(
-                Engine::new(
-                    primary,
-                    config.style,
-                    engine_log,
-                    sessions.clone(),
-                    Some(standby.clone()),
-                ),
-                placement,
-            );
+            let standby = system.spawn(Engine::new(
+                standby,
+                config.style,
+                engine_log,
+                sessions.clone(),
+                None,
+            ));
+            let primary = system.spawn(Engine::new(
+                primary,
+                config.style,
+                engine_log,
+                sessions.clone(),
+                Some(standby.clone()),
+            ));
             if config.style == Style::RequestReply {
                 // Sent before any order exists, so the standby knows its primary in time.
                 let _ = standby.tell(SetPrimary(primary.clone()));
@@ -381,7 +383,8 @@ impl Exchange {
         Ok(())
     }
 
-    /// Stops the receivers, then the engines (each flushes its log to disk as it stops).
+    /// Stops the receivers, then the engines (each flushes its log to disk as it stops, and
+    /// joins its log's flusher).
     pub fn shutdown(self) {
         for r in &self.receivers {
             r.stop();
@@ -446,7 +449,10 @@ fn open_pair(
             salvaged: scan.salvage_report(&history, None),
         };
         if !config.read_only {
-            let (journal, salvaged) = bring_to(dir, pair, role, config.log, scan, &history)?;
+            let (mut journal, salvaged) = bring_to(dir, pair, role, config.log, scan, &history)?;
+            if let Some(observer) = &config.log_observer {
+                journal.observe(observer.clone());
+            }
             journals.push(journal);
             recovery.salvaged = salvaged;
         }

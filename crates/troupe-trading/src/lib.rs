@@ -42,6 +42,7 @@ mod book;
 mod client;
 mod engine;
 mod exchange;
+mod flush;
 mod hash;
 mod keys;
 pub mod load;
@@ -58,6 +59,7 @@ pub use book::{Fill, OrderBook, Resting, Trade};
 pub use client::{BlockingClient, Confirmation, OrderError};
 pub use engine::{Engine, EngineState, Style};
 pub use exchange::{Exchange, ExchangeConfig, LogRecovery, PairState, StartError, Stopped};
+pub use flush::{LogEvent, LogObserver, OnDurable};
 pub use log::{
     fsync_probe, Journal, LaterRecord, LogEnd, LogError, LogMode, LogScan, MidDamage, Recovered,
     Recovery, Salvaged, TailCut, TailDamage, RECORD_BYTES,

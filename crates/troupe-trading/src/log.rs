@@ -17,10 +17,13 @@
 //! - `buffered`: [`Journal::append`] copies the record into a shared memory mapping of the
 //!   file (see `mapped.rs`), which puts it in the OS page cache at once, as a `write` would:
 //!   it survives a crash of the process, not of the machine. No system call per record.
-//! - `fsync`: `append` encodes into a buffer; [`Journal::commit`] writes the buffer and waits
-//!   for the disk (`fdatasync`). The engine commits once per batch of orders, so one fsync
-//!   covers every order that arrived meanwhile (group commit); an order is acknowledged only
-//!   after the commit that covers it.
+//! - `fsync`: `append` encodes into a buffer. [`Journal::commit`] writes the buffer and waits
+//!   for the disk (`fdatasync`): one flush covers every record appended since the last (group
+//!   commit). The engine does not wait: it starts the log's flusher
+//!   ([`Journal::start_flusher`], see `flush.rs`), a thread that runs `fdatasync` back to
+//!   back, and hands it each batch with [`Journal::submit`], which writes the batch to the file
+//!   and returns. The flusher reports each durable mark; an order is acknowledged only after a
+//!   flush that began after its record was written.
 //!
 //! A buffered log's file may end in zeros (mapped space not yet used); the reader takes a zero
 //! length field followed by nothing but zeros as the clean end, and trims it.
@@ -73,8 +76,10 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::flush::{Flusher, LogObserver, OnDurable, Watch};
 use crate::mapped::MappedAppender;
 use crate::order::{ClientId, InstrumentId, Order, Role, Side};
 
@@ -392,17 +397,33 @@ pub struct Salvaged {
 pub struct Journal {
     sink: Sink,
     path: PathBuf,
+    pair: usize,
+    role: Role,
     next_seq: u64,
+    /// Every record up to this sequence number has been written to the file.
+    written: u64,
+    /// Every record up to this sequence number is on disk (as far as commits without a
+    /// flusher know: the flusher keeps its own mark).
+    durable: u64,
+    /// Commits made without a flusher that wrote something.
+    commits: u64,
     /// The first error of an append, reported by the next commit.
     failed: Option<io::Error>,
+    /// A flush made by a commit failed: the log can promise nothing more (never retried: see
+    /// `flush.rs`), and every later commit, submit or flusher start reports it.
+    flush_failed: Option<io::Error>,
+    /// In fsync mode, once started: the thread that flushes what [`Journal::submit`] wrote.
+    flusher: Option<Flusher>,
+    watch: Option<Watch>,
 }
 
 /// Where appended records go.
 #[derive(Debug)]
 enum Sink {
-    /// Encoded into `buf`, written (and fsynced if `fsync`) at commit.
+    /// Encoded into `buf`, written (and fsynced if `fsync`) at commit. The file is shared
+    /// with the flusher, which only calls `fdatasync` on it.
     Write {
-        file: File,
+        file: Arc<File>,
         buf: Vec<u8>,
         fsync: bool,
     },
@@ -525,7 +546,8 @@ impl Journal {
             sync_dir(dir);
         }
         file.seek(SeekFrom::End(0)).map_err(io)?;
-        let journal = Journal::positioned(file, path, mode, append_at, scan.orders.len())?;
+        let journal =
+            Journal::positioned(file, path, (pair, role), mode, append_at, scan.orders.len())?;
         Ok(Recovered {
             journal,
             orders: scan.orders,
@@ -601,6 +623,7 @@ impl Journal {
     fn positioned(
         file: File,
         path: PathBuf,
+        (pair, role): (usize, Role),
         mode: LogMode,
         append_at: u64,
         records: usize,
@@ -611,7 +634,7 @@ impl Journal {
                 Err(source) => return Err(LogError::Io { path, source }),
             },
             LogMode::None | LogMode::Fsync => Sink::Write {
-                file,
+                file: Arc::new(file),
                 buf: Vec::with_capacity(64 * RECORD_BYTES),
                 fsync: mode == LogMode::Fsync,
             },
@@ -619,9 +642,98 @@ impl Journal {
         Ok(Journal {
             sink,
             path,
+            pair,
+            role,
             next_seq: records as u64 + 1,
+            written: records as u64,
+            durable: records as u64,
+            commits: 0,
             failed: None,
+            flush_failed: None,
+            flusher: None,
+            watch: None,
         })
+    }
+
+    /// Lets `observer` watch this log's writes and flushes (fsync mode; see `flush.rs`). Set
+    /// before [`start_flusher`](Journal::start_flusher) for the flusher's steps to be seen.
+    pub fn observe(&mut self, observer: Arc<dyn LogObserver>) {
+        self.watch = Some(Watch {
+            observer,
+            pair: self.pair,
+            role: self.role,
+        });
+    }
+
+    /// Starts the log's flusher, a thread that runs `fdatasync` while the caller goes on (see
+    /// `flush.rs`): from now on [`submit`](Journal::submit) writes a batch and hands it to the
+    /// flusher without waiting for the disk. After each flush, `on_durable` is called on the
+    /// flusher's thread with the sequence number up to which every record is on disk; or once
+    /// with the error that ended the flusher. In `fsync` mode only (the other modes have
+    /// nothing to flush: this does nothing); starting it twice does nothing more.
+    pub fn start_flusher(
+        &mut self,
+        on_durable: impl FnMut(Result<u64, LogError>) + Send + 'static,
+    ) -> Result<(), LogError> {
+        let Sink::Write {
+            file, fsync: true, ..
+        } = &self.sink
+        else {
+            return Ok(());
+        };
+        if self.flusher.is_some() {
+            return Ok(());
+        }
+        if let Some(e) = &self.flush_failed {
+            return Err(self.error(io::Error::new(e.kind(), e.to_string())));
+        }
+        // Whatever is written but not yet durable is the flusher's to flush first.
+        let on_durable: OnDurable = Box::new(on_durable);
+        let flusher = Flusher::start(
+            file.clone(),
+            &self.path,
+            (self.written, self.durable),
+            self.watch.clone(),
+            on_durable,
+        )?;
+        self.flusher = Some(flusher);
+        Ok(())
+    }
+
+    /// Writes the appended records to the file and, with a flusher running, hands them to it
+    /// and returns without waiting for the disk: the flusher reports when they are durable.
+    /// Without a flusher this is [`commit`](Journal::commit).
+    pub fn submit(&mut self) -> Result<(), LogError> {
+        if self.flusher.is_none() {
+            return self.commit();
+        }
+        self.write_out()?;
+        let flusher = self.flusher.as_ref().expect("checked above");
+        flusher.written(self.written)
+    }
+
+    /// Writes what is in the buffer to the file (no flush) and raises the written mark.
+    fn write_out(&mut self) -> Result<(), LogError> {
+        if let Some(source) = self.failed.take() {
+            return Err(self.error(source));
+        }
+        if let Some(e) = &self.flush_failed {
+            return Err(self.error(io::Error::new(e.kind(), e.to_string())));
+        }
+        let Sink::Write { file, buf, .. } = &mut self.sink else {
+            return Ok(());
+        };
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let result = (&**file).write_all(buf);
+        buf.clear();
+        result.map_err(|source| self.error(source))?;
+        self.written = self.next_seq - 1;
+        if let Some(watch) = &self.watch {
+            watch.see(crate::flush::LogEvent::Written { upto: self.written });
+        }
+        Ok(())
     }
 
     /// Appends the next record (sequence [`next_seq`](Journal::next_seq)). In `buffered` mode
@@ -652,33 +764,77 @@ impl Journal {
     }
 
     /// Makes every appended record as durable as the mode promises: in `fsync` mode, writes
-    /// them and waits for the disk; in `buffered` mode they already are, and this only
-    /// reports an error of an earlier append.
+    /// them and waits for the disk (with a flusher running, for the flush that covers them);
+    /// in `buffered` mode they already are, and this only reports an error of an earlier
+    /// append.
     pub fn commit(&mut self) -> Result<(), LogError> {
-        if let Some(source) = self.failed.take() {
-            return Err(self.error(source));
+        let wrote = matches!(&self.sink, Sink::Write { buf, .. } if !buf.is_empty());
+        self.write_out()?;
+        if let Some(flusher) = &self.flusher {
+            flusher.written(self.written)?;
+            return flusher.wait_durable(self.written);
         }
-        let Sink::Write { file, buf, fsync } = &mut self.sink else {
+        let Sink::Write {
+            file, fsync: true, ..
+        } = &self.sink
+        else {
             return Ok(());
         };
-        if buf.is_empty() {
-            return Ok(());
+        if wrote {
+            self.commits += 1;
+            if let Err(e) = file.sync_data() {
+                let copy = io::Error::new(e.kind(), e.to_string());
+                self.flush_failed = Some(e);
+                return Err(self.error(copy));
+            }
+            self.durable = self.written;
         }
-        let result = file
-            .write_all(buf)
-            .and_then(|()| if *fsync { file.sync_data() } else { Ok(()) });
-        buf.clear();
-        result.map_err(|source| self.error(source))
+        Ok(())
     }
 
     /// Writes and flushes to disk whatever is pending, whatever the mode (for a clean stop).
     pub fn sync(&mut self) -> Result<(), LogError> {
         self.commit()?;
+        if self.flusher.is_some() {
+            // The flush that covers the last record has returned.
+            return Ok(());
+        }
         let result = match &mut self.sink {
             Sink::Write { file, .. } => file.sync_data(),
             Sink::Mapped(map) => map.sync(),
         };
         result.map_err(|source| self.error(source))
+    }
+
+    /// [`sync`](Journal::sync), then stops the flusher, if one runs, and joins its thread.
+    /// Returns the first error of either. Appending after a close is allowed: the log is then
+    /// committed without a flusher again.
+    pub fn close(&mut self) -> Result<(), LogError> {
+        let synced = self.sync();
+        let stopped = match self.flusher.take() {
+            Some(mut flusher) => {
+                let stopped = flusher.stop();
+                self.commits += flusher.flushes();
+                match &stopped {
+                    // The flusher flushed everything written before it ended.
+                    Ok(()) => self.durable = self.written,
+                    // Its failure outlives it: commits without it must not flush again.
+                    Err(LogError::Io { source, .. }) => {
+                        self.flush_failed = Some(io::Error::new(source.kind(), source.to_string()));
+                    }
+                    Err(_) => {}
+                }
+                stopped
+            }
+            None => Ok(()),
+        };
+        synced.and(stopped)
+    }
+
+    /// Flushes made (in fsync mode each is one `fdatasync` covering a batch: group commit),
+    /// by [`commit`](Journal::commit) and by the flusher.
+    pub fn commits(&self) -> u64 {
+        self.commits + self.flusher.as_ref().map_or(0, Flusher::flushes)
     }
 
     fn error(&self, source: io::Error) -> LogError {
@@ -1207,6 +1363,213 @@ mod tests {
         );
         assert_eq!((d.valid_after, d.first_valid_seq), (7, 6));
         assert_eq!(scan.usable_later().count(), 7);
+    }
+
+    /// Records every step of a log, and can hold the flusher at the start of a flush (the
+    /// observer runs on the flusher's thread just before `fdatasync`) until the test lets it
+    /// go: so the tests order writes and flushes without timing anything.
+    #[derive(Debug, Default)]
+    struct Gate {
+        events: std::sync::Mutex<Vec<crate::LogEvent>>,
+        hold: std::sync::Mutex<bool>,
+        moved: std::sync::Condvar,
+    }
+
+    impl Gate {
+        fn set_hold(&self, hold: bool) {
+            *self.hold.lock().unwrap() = hold;
+            self.moved.notify_all();
+        }
+
+        fn events(&self) -> Vec<crate::LogEvent> {
+            self.events.lock().unwrap().clone()
+        }
+
+        /// Waits until `event` has been recorded.
+        fn wait_for(&self, event: crate::LogEvent) {
+            let mut events = self.events.lock().unwrap();
+            while !events.contains(&event) {
+                events = self.moved.wait(events).unwrap();
+            }
+        }
+    }
+
+    impl crate::LogObserver for Gate {
+        fn event(&self, _pair: usize, _role: Role, event: crate::LogEvent) {
+            self.events.lock().unwrap().push(event);
+            self.moved.notify_all();
+            if let crate::LogEvent::FlushBegan { .. } = event {
+                let mut hold = self.hold.lock().unwrap();
+                while *hold {
+                    hold = self.moved.wait(hold).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_next_batch_is_written_while_a_flush_runs_and_flushed_after_it() {
+        use crate::LogEvent::{FlushBegan, FlushDone, Written};
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Journal::open(dir.path(), 0, Role::Primary, LogMode::Fsync).unwrap();
+        let gate = Arc::new(Gate::default());
+        r.journal.observe(gate.clone());
+        let (tx, durable) = std::sync::mpsc::channel();
+        r.journal
+            .start_flusher(move |d| tx.send(d.map_err(|e| e.to_string())).unwrap())
+            .unwrap();
+
+        gate.set_hold(true);
+        for i in 0..3 {
+            r.journal.append(&order(i));
+        }
+        r.journal.submit().unwrap();
+        gate.wait_for(FlushBegan { upto: 3 });
+        // The flush of 1..=3 is held open: the next batch is written meanwhile, and nothing
+        // is reported durable yet.
+        for i in 3..5 {
+            r.journal.append(&order(i));
+        }
+        r.journal.submit().unwrap();
+        assert_eq!(
+            gate.events(),
+            [
+                Written { upto: 3 },
+                FlushBegan { upto: 3 },
+                Written { upto: 5 }
+            ]
+        );
+        assert!(durable.try_recv().is_err());
+
+        gate.set_hold(false);
+        // The held flush began before 4 and 5 were written: it covers only 1..=3. The next
+        // flush covers them.
+        assert_eq!(durable.recv().unwrap(), Ok(3));
+        assert_eq!(durable.recv().unwrap(), Ok(5));
+        assert_eq!(
+            gate.events(),
+            [
+                Written { upto: 3 },
+                FlushBegan { upto: 3 },
+                Written { upto: 5 },
+                FlushDone { upto: 3 },
+                FlushBegan { upto: 5 },
+                FlushDone { upto: 5 },
+            ]
+        );
+        assert_eq!(r.journal.commits(), 2);
+        r.journal.close().unwrap();
+        drop(r);
+        let r = Journal::open(dir.path(), 0, Role::Primary, LogMode::Fsync).unwrap();
+        assert_eq!(r.orders, (0..5).map(order).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn commit_and_close_wait_for_the_flusher_and_join_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // Pair 9 is this test's alone: its flusher's thread name tells it apart.
+        let mut r = Journal::open(dir.path(), 9, Role::Standby, LogMode::Fsync).unwrap();
+        let (tx, durable) = std::sync::mpsc::channel();
+        r.journal
+            .start_flusher(move |d| tx.send(d.map_err(|e| e.to_string())).unwrap())
+            .unwrap();
+        let flusher_threads = || {
+            std::fs::read_dir("/proc/self/task")
+                .map(|tasks| {
+                    tasks
+                        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                        .filter(|name| name.starts_with("flush pair-9"))
+                        .count()
+                })
+                .unwrap_or(1)
+        };
+        for i in 0..4 {
+            r.journal.append(&order(i));
+        }
+        // A commit with a flusher running returns once the flusher has flushed the records.
+        r.journal.commit().unwrap();
+        assert_eq!(durable.recv().unwrap(), Ok(4));
+        // The thread names itself when it starts; it has flushed, so it has started.
+        assert_eq!(flusher_threads(), 1);
+        r.journal.append(&order(4));
+        r.journal.close().unwrap();
+        assert_eq!(durable.recv().unwrap(), Ok(5));
+        assert_eq!(flusher_threads(), 0, "close joined the flusher");
+        // Closed, the log still commits, on the caller's thread.
+        r.journal.append(&order(5));
+        r.journal.commit().unwrap();
+        drop(r);
+        let r = Journal::open(dir.path(), 9, Role::Standby, LogMode::Fsync).unwrap();
+        assert_eq!(r.orders.len(), 6);
+    }
+
+    #[test]
+    fn a_failed_flush_is_reported_once_and_nothing_after_it_becomes_durable() {
+        // `fdatasync` on a pipe fails (EINVAL) while `write` to it works: a real flush error.
+        let (reader, writer) = std::io::pipe().unwrap();
+        let file = File::from(std::os::fd::OwnedFd::from(writer));
+        let mut journal = Journal::positioned(
+            file,
+            PathBuf::from("pipe.log"),
+            (0, Role::Primary),
+            LogMode::Fsync,
+            HEADER_BYTES as u64,
+            0,
+        )
+        .unwrap();
+        let gate = Arc::new(Gate::default());
+        journal.observe(gate.clone());
+        let (tx, reports) = std::sync::mpsc::channel();
+        journal
+            .start_flusher(move |d| tx.send(d.map_err(|e| e.to_string())).unwrap())
+            .unwrap();
+        journal.append(&order(0));
+        journal.submit().unwrap();
+        let report = reports.recv().unwrap();
+        assert!(
+            report.as_ref().is_err_and(|e| e.contains("pipe.log")),
+            "{report:?}"
+        );
+        gate.wait_for(crate::LogEvent::FlushFailed);
+        // Sticky: later batches are refused, a commit fails, close reports it; the flusher
+        // reported nothing durable and reports nothing more.
+        journal.append(&order(1));
+        assert!(matches!(journal.submit(), Err(LogError::Io { .. })));
+        journal.append(&order(2));
+        assert!(journal.commit().is_err());
+        assert!(journal.close().is_err());
+        assert!(reports.try_recv().is_err());
+        // Closed, the log does not flush again on its own either.
+        journal.append(&order(3));
+        assert!(journal.commit().is_err());
+        assert!(journal.start_flusher(|_| {}).is_err());
+        assert!(!gate
+            .events()
+            .iter()
+            .any(|e| matches!(e, crate::LogEvent::FlushDone { .. })));
+        drop(reader);
+    }
+
+    #[test]
+    fn a_failed_commit_flush_is_never_retried() {
+        let (_reader, writer) = std::io::pipe().unwrap();
+        let file = File::from(std::os::fd::OwnedFd::from(writer));
+        let mut journal = Journal::positioned(
+            file,
+            PathBuf::from("pipe.log"),
+            (0, Role::Primary),
+            LogMode::Fsync,
+            HEADER_BYTES as u64,
+            0,
+        )
+        .unwrap();
+        journal.append(&order(0));
+        assert!(journal.commit().is_err(), "fdatasync on a pipe fails");
+        // A later flush could succeed without the records on disk: the log refuses to go on.
+        journal.append(&order(1));
+        assert!(journal.commit().is_err());
+        assert!(journal.start_flusher(|_| {}).is_err());
+        assert!(journal.submit().is_err());
     }
 
     #[test]

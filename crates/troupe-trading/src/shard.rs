@@ -37,7 +37,6 @@ pub struct Shard {
     /// Indexed by instrument id; `None` for instruments of other pairs.
     books: Vec<Option<OrderBook>>,
     applied: u64,
-    commits: u64,
     journal: Option<Journal>,
 }
 
@@ -53,7 +52,6 @@ impl Shard {
             role,
             books,
             applied: 0,
-            commits: 0,
             journal: None,
         }
     }
@@ -105,19 +103,36 @@ impl Shard {
     /// Makes every applied order as durable as the log mode promises (see [`Journal::commit`]).
     pub fn commit(&mut self) -> Result<(), LogError> {
         match &mut self.journal {
-            Some(journal) => {
-                if journal.has_pending() {
-                    self.commits += 1;
-                }
-                journal.commit()
-            }
+            Some(journal) => journal.commit(),
             None => Ok(()),
         }
     }
 
-    /// Commits that wrote something (in fsync mode: each is one `write` and one `fdatasync`).
+    /// Starts the log's flusher (fsync mode; see [`Journal::start_flusher`]): from then on
+    /// [`submit`](Shard::submit) does not wait for the disk, and `on_durable` reports what is
+    /// durable. Without a log, or in another mode, does nothing.
+    pub fn start_flusher(
+        &mut self,
+        on_durable: impl FnMut(Result<u64, LogError>) + Send + 'static,
+    ) -> Result<(), LogError> {
+        match &mut self.journal {
+            Some(journal) => journal.start_flusher(on_durable),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the applied orders to the log and hands them to its flusher (see
+    /// [`Journal::submit`]); without a flusher, [`commit`](Shard::commit).
+    pub fn submit(&mut self) -> Result<(), LogError> {
+        match &mut self.journal {
+            Some(journal) => journal.submit(),
+            None => Ok(()),
+        }
+    }
+
+    /// Log commits made (in fsync mode: each is one `fdatasync`, covering a batch).
     pub fn commits(&self) -> u64 {
-        self.commits
+        self.journal.as_ref().map_or(0, Journal::commits)
     }
 
     /// True if applied orders wait for a commit.
@@ -129,6 +144,15 @@ impl Shard {
     pub fn sync(&mut self) -> Result<(), LogError> {
         match &mut self.journal {
             Some(journal) => journal.sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// Flushes everything to disk whatever the mode, and stops the log's flusher, joining its
+    /// thread (for a clean stop; see [`Journal::close`]).
+    pub fn close(&mut self) -> Result<(), LogError> {
+        match &mut self.journal {
+            Some(journal) => journal.close(),
             None => Ok(()),
         }
     }

@@ -165,6 +165,8 @@ fn quick_benchmark_prints_validated_json_lines() {
         assert!(seen.contains(&("trading-open-loop".into(), "troupe".into(), metric.into())));
     }
     assert!(seen.contains(&("fsync-probe".into(), "disk".into(), "latency_p99".into())));
+    // The disk's fsync latency measured beside each fsync configuration.
+    assert!(seen.contains(&("fsync-beside".into(), "disk".into(), "latency_p99".into())));
     assert!(seen.contains(&(
         "trading-open-loop".into(),
         "troupe".into(),

@@ -8,7 +8,11 @@
 //! the program exit non-zero.
 //!
 //! Fsync runs use fewer orders (each order waits for a disk flush), and this disk's own fsync
-//! latency is measured first, in the same run, so the two can be compared.
+//! latency is measured in the same run, so the two can be compared: first with one writer and
+//! with six, before the fsync configurations; then with six writers (the exchange's six
+//! engines flush at once) just before each measured repetition, since the disk of a shared
+//! machine changes from minute to minute. Each fsync configuration is printed with the
+//! latter's p50 and p99 beside it (`fsync-beside` records) and its p99 as a multiple of them.
 //!
 //! [`Progress`] shows how far a benchmark is, on stderr, for every benchmark of the program.
 
@@ -180,7 +184,17 @@ pub fn closed(
                 let label = format!("{} {} {clients} clients", style.name(), log.name());
                 let what = format!("closed {label}");
                 progress.start(&what);
+                // The disk's own fsync latency just before each measured repetition: the
+                // disk a shared machine gives changes from minute to minute.
+                let mut beside = (log == LogMode::Fsync).then(probe_histogram).transpose()?;
+                let per_writer = if setup.quick { 10 } else { BESIDE_FLUSHES };
                 for rep in 0..setup.warmup + setup.repeat {
+                    if let Some(h) = beside.as_mut().filter(|_| rep >= setup.warmup) {
+                        let dir = setup.scratch_dir()?;
+                        for t in troupe_trading::fsync_probe(dir.path(), per_writer, 6)? {
+                            h.saturating_record((t.as_nanos() as u64).max(1));
+                        }
+                    }
                     let outcome = closed_once(setup, style, log, clients, orders);
                     progress.run_done();
                     match outcome {
@@ -220,15 +234,28 @@ pub fn closed(
                         crate::report::summarize(&batches).0
                     );
                 }
-                if let Some(disk) = disk_p99 {
+                let beside = beside
+                    .filter(|h| !h.is_empty())
+                    .map(|h| (percentiles_us(&h), h.len()));
+                if let (Some(disk), Some((near, _))) = (disk_p99, &beside) {
                     if !samples.latency.is_empty() {
                         let p99 = samples.median(3);
-                        notes += &format!(
-                            "; p99 is {:.2}x this disk's fsync p99 with one writer ({:.0} us), {:.2}x with six ({:.0} us)",
-                            p99 / disk.one, disk.one, p99 / disk.six, disk.six
+                        notes +=
+                            &format!(
+                            "; p99 is {:.2}x this disk's fsync p99 with six writers measured just \
+                             before each repetition ({:.0} us, p50 {:.0} us); {:.2}x the probe's \
+                             before the fsync configurations with one writer ({:.0} us), {:.2}x \
+                             with six ({:.0} us)",
+                            p99 / near[3], near[3], near[1], p99 / disk.one, disk.one,
+                            p99 / disk.six, disk.six
                         );
                         ratio = Some(format!(
-                            "           p99 / disk fsync p99: {:.2}x (1 writer), {:.2}x (6 writers)",
+                            "           disk fsync beside it (6 writers): p50 {:.0}  p99 {:.0} us; \
+                             p99 / disk p99: {:.2}x (probe before all: {:.2}x with 1 writer, \
+                             {:.2}x with 6)",
+                            near[1],
+                            near[3],
+                            p99 / near[3],
                             p99 / disk.one,
                             p99 / disk.six
                         ));
@@ -236,6 +263,28 @@ pub fn closed(
                 }
                 progress.suspend(|| -> Result<()> {
                     printer.configuration("trading", "troupe", &params, &samples, &notes)?;
+                    if let Some((near, flushes)) = beside {
+                        let mut params = params.clone();
+                        params.insert("writers".into(), json!(6));
+                        params.insert("samples".into(), json!(flushes));
+                        let notes = format!(
+                            "fdatasync after appending one log record, 6 writers (a file each, \
+                             same file system as the logs), {per_writer} flushes each just \
+                             before each measured repetition of this configuration"
+                        );
+                        for (m, (metric, _)) in crate::report::PERCENTILES.iter().enumerate() {
+                            printer.record(
+                                "fsync-beside",
+                                metric,
+                                "disk",
+                                &params,
+                                "us",
+                                vec![near[m]],
+                                true,
+                                &notes,
+                            )?;
+                        }
+                    }
                     if let Some(line) = ratio {
                         printer.say(line);
                     }
@@ -246,6 +295,18 @@ pub fn closed(
         }
     }
     Ok(all_valid)
+}
+
+/// Flushes per writer of the six-writer probe run just before each measured repetition of an
+/// fsync configuration (1,200 in all, a few tenths of a second; 10 per writer with --quick).
+const BESIDE_FLUSHES: usize = 200;
+
+fn probe_histogram() -> Result<hdrhistogram::Histogram<u64>> {
+    Ok(hdrhistogram::Histogram::<u64>::new_with_bounds(
+        1,
+        600_000_000_000,
+        2,
+    )?)
 }
 
 /// This disk's fsync latency (p99, microseconds) with one writer, and with as many writers
@@ -267,7 +328,7 @@ pub fn fsync_probe(setup: &Setup, printer: &Printer, progress: &Progress) -> Res
         // SAFETY: sync has no preconditions; it only asks the kernel to write dirty data back.
         unsafe { libc::sync() };
         let times = troupe_trading::fsync_probe(dir.path(), count / writers.min(2), writers)?;
-        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 2)?;
+        let mut h = probe_histogram()?;
         for t in &times {
             h.saturating_record((t.as_nanos() as u64).max(1));
         }
