@@ -11,12 +11,14 @@
 #![allow(clippy::disallowed_types)]
 
 #[cfg(troupe_loom)]
+pub(crate) use loom::thread_local;
+#[cfg(troupe_loom)]
 pub(crate) use loom::{
     cell::UnsafeCell,
     hint,
     sync::{
         atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering},
-        Arc, Condvar, Mutex, MutexGuard,
+        Arc, Mutex, MutexGuard,
     },
     thread,
 };
@@ -24,9 +26,21 @@ pub(crate) use loom::{
 #[cfg(not(troupe_loom))]
 pub(crate) use std::{
     hint,
-    sync::{atomic::Ordering, Condvar, Mutex, MutexGuard},
-    thread,
+    sync::{atomic::Ordering, Mutex, MutexGuard},
+    thread, thread_local,
 };
+
+/// Parks the calling thread for at most `timeout` (it may return early, as `std`'s may). Loom
+/// has no clock: there it yields, which is a legal early return, so a model never sleeps.
+pub(crate) fn park_timeout(timeout: std::time::Duration) {
+    #[cfg(troupe_loom)]
+    {
+        let _ = timeout;
+        thread::yield_now();
+    }
+    #[cfg(not(troupe_loom))]
+    thread::park_timeout(timeout);
+}
 
 #[cfg(not(troupe_loom))]
 pub(crate) use self::std_atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
@@ -186,6 +200,11 @@ pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 impl<T> UnsafeCell<T> {
     pub(crate) const fn new(value: T) -> Self {
         Self(std::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
     }
 
     #[inline(always)]

@@ -7,117 +7,70 @@
 //! actor.
 //!
 //! The same slot serves three ways of waiting:
-//! - `.await` (it is a `Future`): the slot keeps the task's `Waker`;
-//! - [`Ask::wait`] / [`Ask::wait_timeout`] from a plain thread: a condition variable;
+//! - `.await` (it is a `Future`): the slot keeps the task's `Waker` (polling again with a
+//!   waker that wakes the same task keeps it; another one replaces it);
+//! - [`Ask::wait`] / [`Ask::wait_timeout`] from a plain thread: the thread spins briefly, then
+//!   parks, with its handle in the slot for the replier to unpark;
 //! - [`Ask::pipe_to`](crate::Ask::pipe_to): the reply is delivered to another actor as a
-//!   message, through a callback stored in the slot (run by whichever side comes second).
+//!   message, through a callback stored inline in the slot (run by whichever side comes
+//!   second).
 //!
-//! # States
-//! `Waiting` → `Done` (filled, not yet taken) → `Taken`; or `Waiting` → `Abandoned` when the
-//! `Ask` is dropped first, after which a fill drops its result at once (nobody will take it).
 //! The first fill wins: a reply, a timeout, or the sender dropped unused; later ones are
-//! dropped.
+//! dropped. An `Ask` dropped before its reply closes the slot, and the reply is dropped when it
+//! is sent, on the replying thread; a reply already there goes with the `Ask`.
+//!
+//! # The slot (`reply/`)
+//! - `slot.rs`: one atomic state word (claimed, value set, waiter set, closed, and a reference
+//!   count), the value, the waiter and the timeout's timer; no lock. The sender and the `Ask`
+//!   hold move-only rights to it (`Filler`, `Taker`); its note has the state table and who
+//!   may touch which cell when. A loom model checks each race below.
+//! - `cache.rs`: a slot is recycled when its last reference goes, into a per-thread shelf for
+//!   its reply type, with a process-wide spare shelf so that slots freed on the replier's
+//!   thread flow back to the asker's. An ask allocates nothing once the shelves are warm
+//!   (`tests/ask_allocations.rs`).
+//! - `forward.rs`: `pipe_to`'s callback, stored inline (boxed only if it is large).
 //!
 //! # Timeouts
-//! `ask_timeout` arms a timer that fills the slot with [`AskError::Timeout`]. The slot keeps
-//! the timer's id while it waits, and whatever ends the wait (a fill, or the `Ask` dropped)
-//! cancels it, so an answered ask does not keep its timer (nor, through it, its slot) until
-//! the deadline. The timer holds the slot weakly.
+//! `ask_timeout` arms a timer that fills the slot with [`AskError::Timeout`]. The timer holds a
+//! counted reference, so the slot is not recycled while the timer can fire: a late timer finds
+//! its own (answered) ask and its fill is dropped; it never reaches a later ask. Whatever
+//! consumes the answer, or the `Ask` dropped, cancels the timer, which releases that reference,
+//! so an answered ask does not keep its timer until the deadline.
 //!
-//! The slot is a mutex around that state machine (one filler, one waiter: uncontended), and
-//! a condition variable for blocking waits; both come from `crate::loom`, and a loom model
-//! checks a fill racing each way of waiting.
+//! [`Deferred`] (a reply given later) is a small mutex-guarded link to the sender, outside the
+//! slot.
 
 use std::fmt;
 use std::future::Future;
+use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::pin::Pin;
-use std::sync::{Arc, Weak};
-use std::task::{Context as TaskContext, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
 use crate::error::AskError;
 use crate::id::ActorId;
-use crate::loom::{Condvar, Mutex, MutexGuard};
+use crate::loom::{Mutex, MutexGuard};
 use crate::role;
-use crate::timer::{TimerHandle, TimerId};
+use crate::timer::TimerHandle;
 
-type Forward<R> = Box<dyn FnOnce(Result<R, AskError>) + Send>;
+mod cache;
+mod forward;
+mod slot;
 
-enum State<R> {
-    /// No reply yet; who to tell when it comes, and the timer to cancel then.
-    Waiting {
-        waker: Option<Waker>,
-        forward: Option<Forward<R>>,
-        timer: Option<(TimerHandle, TimerId)>,
-    },
-    /// The reply (or the reason there is none), not yet taken.
-    Done(Result<R, AskError>),
-    /// The result was taken (or forwarded).
-    Taken,
-    /// The `Ask` was dropped before a reply came: a fill drops its result.
-    Abandoned,
-}
+use forward::Forward;
+use slot::{Filler, Taker};
 
-struct Slot<R> {
-    state: Mutex<State<R>>,
-    filled: Condvar,
-}
-
-/// How long [`Ask::wait`] looks for a reply before sleeping: rounds of 32 spin hints with a
-/// look at the slot after each (about 20 µs in all). A reply from an actor on the pool often
-/// comes within that, and sleeping on the condition variable costs the asking thread a context
-/// switch each way.
-#[cfg(not(troupe_loom))]
-const SPIN_ROUNDS: u32 = 40;
-
-impl<R> Slot<R> {
-    /// The reply, if it comes while the caller spins briefly (never under loom, whose models
-    /// cover the sleeping path).
-    #[cfg(not(troupe_loom))]
-    fn spin_for_reply(&self) -> Option<Result<R, AskError>> {
-        for _ in 0..SPIN_ROUNDS {
-            for _ in 0..32 {
-                std::hint::spin_loop();
-            }
-            // try_lock: never contend with the filler; a poisoned lock is left to the slow path.
-            if let Ok(mut state) = self.state.try_lock() {
-                if matches!(*state, State::Done(_)) {
-                    let State::Done(result) = std::mem::replace(&mut *state, State::Taken) else {
-                        unreachable!("matched just above")
-                    };
-                    return Some(result);
-                }
-            }
-        }
-        None
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State<R>> {
-        // A panic while holding this lock cannot leave the state half-written (every update is
-        // a single assignment, and no user code runs under it), so a poisoned lock is still
-        // consistent.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// Creates a connected sender and asker for a request to actor `target`.
-pub(crate) fn channel<R>(target: ActorId) -> (ReplySender<R>, Ask<R>) {
-    let slot = Arc::new(Slot {
-        state: Mutex::new(State::Waiting {
-            waker: None,
-            forward: None,
-            timer: None,
-        }),
-        filled: Condvar::new(),
-    });
+/// Creates a connected sender and asker for a request to actor `target`, on a recycled slot
+/// when one is free.
+pub(crate) fn channel<R: Send + 'static>(target: ActorId) -> (ReplySender<R>, Ask<R>) {
+    let (filler, taker) = slot::pair(cache::take::<R>(), cache::give::<R>);
     (
         ReplySender {
-            slot: Some(slot.clone()),
+            filler: Some(filler),
         },
         Ask {
-            slot: Some(slot),
+            taker: Some(taker),
             target,
         },
     )
@@ -126,36 +79,33 @@ pub(crate) fn channel<R>(target: ActorId) -> (ReplySender<R>, Ask<R>) {
 /// The replying half, carried with the request. Filling it is the handler's reply; dropping it
 /// unused fails the ask.
 pub(crate) struct ReplySender<R> {
-    slot: Option<Arc<Slot<R>>>,
+    filler: Option<Filler<R>>,
 }
 
 impl<R> ReplySender<R> {
     /// Delivers the reply.
     pub(crate) fn send(mut self, reply: R) {
-        if let Some(slot) = self.slot.take() {
-            fill(&slot, Ok(reply));
+        if let Some(filler) = self.filler.take() {
+            filler.fill(Ok(reply));
         }
     }
 
     /// Fails the ask with `reason` (the request was refused or dropped).
     pub(crate) fn fail(mut self, reason: AskError) {
-        if let Some(slot) = self.slot.take() {
-            fill(&slot, Err(reason));
+        if let Some(filler) = self.filler.take() {
+            filler.fill(Err(reason));
         }
     }
 
     /// True once nobody waits for the reply (the `Ask` was dropped, or it timed out).
     pub(crate) fn is_closed(&self) -> bool {
-        match &self.slot {
-            None => true,
-            Some(slot) => !matches!(*slot.lock(), State::Waiting { .. }),
-        }
+        self.filler.as_ref().is_none_or(Filler::is_closed)
     }
 }
 
 impl<R> Drop for ReplySender<R> {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
+        if let Some(filler) = self.filler.take() {
             // Dropped while its handler unwinds: the handler panicked. Otherwise the request
             // was dropped unhandled by a stopping actor (other reasons use `fail`).
             let reason = if std::thread::panicking() {
@@ -163,48 +113,8 @@ impl<R> Drop for ReplySender<R> {
             } else {
                 AskError::Stopped
             };
-            fill(&slot, Err(reason));
+            filler.fill(Err(reason));
         }
-    }
-}
-
-/// Fills the slot unless it was filled already; wakes or forwards to whoever waits, and
-/// cancels the timeout's timer. User code (the forward, the result's destructor) runs after
-/// the lock is released.
-fn fill<R>(slot: &Slot<R>, result: Result<R, AskError>) {
-    let mut state = slot.lock();
-    match std::mem::replace(&mut *state, State::Taken) {
-        State::Waiting {
-            waker,
-            forward,
-            timer,
-        } => {
-            if let Some(forward) = forward {
-                drop(state);
-                cancel(timer);
-                forward(result);
-                return;
-            }
-            *state = State::Done(result);
-            drop(state);
-            slot.filled.notify_all();
-            cancel(timer);
-            if let Some(waker) = waker {
-                waker.wake();
-            }
-        }
-        other => {
-            // Filled already (the first fill wins), or abandoned: this result is dropped.
-            *state = other;
-            drop(state);
-            drop(result);
-        }
-    }
-}
-
-fn cancel(timer: Option<(TimerHandle, TimerId)>) {
-    if let Some((timers, id)) = timer {
-        timers.cancel(id);
     }
 }
 
@@ -481,8 +391,9 @@ fn lock_link<R>(link: &Mutex<Link<R>>) -> MutexGuard<'_, Link<R>> {
 /// ```
 #[must_use = "an ask does nothing useful unless its reply is awaited, waited for or piped"]
 pub struct Ask<R> {
-    /// `None` once the result has been taken or handed to a forward.
-    slot: Option<Arc<Slot<R>>>,
+    /// `None` once the result has been taken or handed to a forward. Dropping it closes the
+    /// slot (a reply already there is dropped with it, a later one by its sender).
+    taker: Option<Taker<R>>,
     /// The actor asked (a thread-backed actor waiting on itself would never wake).
     target: ActorId,
 }
@@ -496,39 +407,27 @@ impl<R> fmt::Debug for Ask<R> {
 impl<R: Send + 'static> Ask<R> {
     /// Arms a timer that fails this ask with `AskError::Timeout(timeout)` unless it is
     /// answered first; whatever ends the wait cancels the timer.
-    pub(crate) fn with_timeout(self, timers: &TimerHandle, timeout: Duration) -> Self {
-        let Some(slot) = &self.slot else {
+    pub(crate) fn with_timeout(mut self, timers: &TimerHandle, timeout: Duration) -> Self {
+        let Some(taker) = &mut self.taker else {
             return self;
         };
-        let weak: Weak<Slot<R>> = Arc::downgrade(slot);
+        let filler = taker.timer_filler();
         let id = timers.schedule(
             timeout,
-            Box::new(move || {
-                if let Some(slot) = weak.upgrade() {
-                    fill(&slot, Err(AskError::Timeout(timeout)));
-                }
-            }),
+            Box::new(move || filler.fill(Err(AskError::Timeout(timeout)))),
         );
-        let armed = {
-            let mut state = slot.lock();
-            if let State::Waiting { timer, .. } = &mut *state {
-                *timer = Some((timers.clone(), id));
-                true
-            } else {
-                false
-            }
-        };
-        if !armed {
-            // Answered (or timed out) already: the timer has nothing left to do.
-            timers.cancel(id);
+        taker.set_timer(timers.clone(), id);
+        if taker.is_filled() {
+            // Answered already: the timer has nothing left to do.
+            taker.cancel_timer();
         }
         self
     }
 }
 
 impl<R> Ask<R> {
-    fn take_slot(&mut self) -> Arc<Slot<R>> {
-        self.slot.take().expect(
+    fn take_taker(&mut self) -> Taker<R> {
+        self.taker.take().expect(
             "an Ask's result is taken once (it is consumed by wait, or polled to completion)",
         )
     }
@@ -579,27 +478,7 @@ impl<R> Ask<R> {
     /// ```
     pub fn wait(mut self) -> Result<R, AskError> {
         self.check_may_block();
-        let slot = self.take_slot();
-        #[cfg(not(troupe_loom))]
-        if let Some(result) = slot.spin_for_reply() {
-            return result;
-        }
-        let mut state = slot.lock();
-        loop {
-            match std::mem::replace(&mut *state, State::Taken) {
-                State::Done(result) => return result,
-                waiting @ State::Waiting { .. } => {
-                    *state = waiting;
-                    state = slot
-                        .filled
-                        .wait(state)
-                        .unwrap_or_else(|poisoned| poisoned.into_inner());
-                }
-                State::Taken | State::Abandoned => {
-                    unreachable!("an Ask is the only taker of its slot")
-                }
-            }
-        }
+        self.take_taker().wait()
     }
 
     /// Blocks the calling thread for at most `timeout`; [`AskError::Timeout`] if no reply came.
@@ -624,79 +503,23 @@ impl<R> Ask<R> {
     pub fn wait_timeout(mut self, timeout: Duration) -> Result<R, AskError> {
         self.check_may_block();
         let deadline = Instant::now() + timeout;
-        let slot = self.take_slot();
-        let mut state = slot.lock();
-        loop {
-            match std::mem::replace(&mut *state, State::Taken) {
-                State::Done(result) => return result,
-                waiting @ State::Waiting { .. } => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        // Given up: a later reply is dropped, and the timer (if any) goes.
-                        let State::Waiting { timer, .. } = waiting else {
-                            unreachable!()
-                        };
-                        *state = State::Abandoned;
-                        drop(state);
-                        cancel(timer);
-                        return Err(AskError::Timeout(timeout));
-                    }
-                    *state = waiting;
-                    state = slot
-                        .filled
-                        .wait_timeout(state, deadline - now)
-                        .unwrap_or_else(|poisoned| poisoned.into_inner())
-                        .0;
-                }
-                State::Taken | State::Abandoned => {
-                    unreachable!("an Ask is the only taker of its slot")
-                }
-            }
-        }
+        // Given up at the deadline: a later reply is dropped, and the timer (if any) goes.
+        self.take_taker()
+            .wait_until(deadline)
+            .unwrap_or(Err(AskError::Timeout(timeout)))
     }
 
     /// Delivers the result to `forward` when it arrives (immediately if it already has), on the
     /// thread that fills the slot. Used to answer to an actor as a message.
     pub(crate) fn on_reply(mut self, forward: impl FnOnce(Result<R, AskError>) + Send + 'static) {
-        let slot = self.take_slot();
-        let mut state = slot.lock();
-        match std::mem::replace(&mut *state, State::Taken) {
-            State::Done(result) => {
-                drop(state);
-                forward(result);
-            }
-            State::Waiting { timer, .. } => {
-                *state = State::Waiting {
-                    waker: None,
-                    forward: Some(Box::new(forward)),
-                    timer,
-                };
-            }
-            State::Taken | State::Abandoned => unreachable!("an Ask is the only taker of its slot"),
-        }
+        self.take_taker().on_reply(Forward::new(forward));
     }
 }
 
-impl<R> Drop for Ask<R> {
-    fn drop(&mut self) {
-        let Some(slot) = self.slot.take() else {
-            return;
-        };
-        let mut state = slot.lock();
-        match std::mem::replace(&mut *state, State::Abandoned) {
-            State::Waiting { timer, .. } => {
-                drop(state);
-                cancel(timer);
-            }
-            // The reply came and was never taken: dropped now, outside the lock.
-            State::Done(result) => {
-                drop(state);
-                drop(result);
-            }
-            State::Taken | State::Abandoned => {}
-        }
-    }
-}
+// The slot's state stays consistent across a panic (every change is one atomic operation, and
+// no user code runs between the two steps of a fill), as the mutex it replaced was.
+impl<R> UnwindSafe for Ask<R> {}
+impl<R> RefUnwindSafe for Ask<R> {}
 
 impl<R> Unpin for Ask<R> {}
 
@@ -704,35 +527,16 @@ impl<R> Future for Ask<R> {
     type Output = Result<R, AskError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let slot = self
-            .slot
-            .as_ref()
-            .expect("`Ask` polled after it completed")
-            .clone();
-        let mut state = slot.lock();
-        match std::mem::replace(&mut *state, State::Taken) {
-            State::Done(result) => {
-                drop(state);
-                self.slot = None;
-                Poll::Ready(result)
-            }
-            State::Waiting {
-                waker,
-                forward,
-                timer,
-            } => {
-                let waker = match waker {
-                    Some(w) if w.will_wake(cx.waker()) => w,
-                    _ => cx.waker().clone(),
-                };
-                *state = State::Waiting {
-                    waker: Some(waker),
-                    forward,
-                    timer,
-                };
-                Poll::Pending
-            }
-            State::Taken | State::Abandoned => unreachable!("an Ask is the only taker of its slot"),
+        let taker = self
+            .taker
+            .as_mut()
+            .expect("`Ask` polled after it completed");
+        if !taker.poll_filled(cx.waker()) {
+            return Poll::Pending;
+        }
+        match self.take_taker().try_take() {
+            Ok(result) => Poll::Ready(result),
+            Err(_) => unreachable!("`poll_filled` saw the value"),
         }
     }
 }
@@ -740,9 +544,31 @@ impl<R> Future for Ask<R> {
 #[cfg(all(test, not(troupe_loom)))]
 mod tests {
     use super::*;
+    use std::sync::mpsc;
+    use std::task::Waker;
 
-    fn pair<R>() -> (ReplySender<R>, Ask<R>) {
+    fn pair<R: Send + 'static>() -> (ReplySender<R>, Ask<R>) {
         channel(ActorId::next())
+    }
+
+    /// Counts its drops.
+    struct Counted(Arc<std::sync::Mutex<u32>>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            *self.0.lock().unwrap() += 1;
+        }
+    }
+
+    fn counter() -> Arc<std::sync::Mutex<u32>> {
+        Arc::new(std::sync::Mutex::new(0))
+    }
+
+    fn count(drops: &Arc<std::sync::Mutex<u32>>) -> u32 {
+        *drops.lock().unwrap()
+    }
+
+    fn address<R>(ask: &Ask<R>) -> usize {
+        ask.taker.as_ref().unwrap().address()
     }
 
     #[test]
@@ -784,7 +610,7 @@ mod tests {
     #[test]
     fn forward_before_and_after_fill() {
         let (tx, ask) = pair();
-        let (out_tx, out_rx) = std::sync::mpsc::channel();
+        let (out_tx, out_rx) = mpsc::channel();
         let out = out_tx.clone();
         ask.on_reply(move |r| out.send(r).unwrap());
         tx.send(1);
@@ -798,47 +624,193 @@ mod tests {
     /// A reply to an abandoned ask is dropped when it is sent, not kept.
     #[test]
     fn abandoned_reply_is_dropped_at_once() {
-        let dropped = Arc::new(std::sync::Mutex::new(0));
-        struct Counted(Arc<std::sync::Mutex<u32>>);
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                *self.0.lock().unwrap() += 1;
-            }
-        }
+        let dropped = counter();
         let (tx, ask) = pair();
         drop(ask);
         tx.send(Counted(dropped.clone()));
-        assert_eq!(*dropped.lock().unwrap(), 1);
+        assert_eq!(count(&dropped), 1);
         // And a reply that came before the ask was dropped goes with the ask.
         let (tx, ask) = pair();
         tx.send(Counted(dropped.clone()));
-        assert_eq!(*dropped.lock().unwrap(), 1);
+        assert_eq!(count(&dropped), 1);
         drop(ask);
-        assert_eq!(*dropped.lock().unwrap(), 2);
+        assert_eq!(count(&dropped), 2);
+    }
+
+    /// Every reply is dropped exactly once, whichever way it goes: taken by `wait`, by `.await`,
+    /// abandoned before or after it came, forwarded before or after it came, given up by
+    /// `wait_timeout`, raced by a timeout.
+    #[test]
+    fn replies_are_dropped_once_on_every_path() {
+        let drops = counter();
+        let mut created = 0;
+        let mut reply = || {
+            created += 1;
+            Counted(drops.clone())
+        };
+        let (tx, ask) = pair();
+        tx.send(reply());
+        drop(ask.wait());
+        let (tx, mut ask) = pair();
+        let waker = Waker::noop();
+        assert!(Pin::new(&mut ask)
+            .poll(&mut TaskContext::from_waker(waker))
+            .is_pending());
+        tx.send(reply());
+        match Pin::new(&mut ask).poll(&mut TaskContext::from_waker(waker)) {
+            Poll::Ready(result) => drop(result),
+            Poll::Pending => panic!("filled"),
+        }
+        drop(ask);
+        let (tx, ask) = pair();
+        drop(ask);
+        tx.send(reply());
+        let (tx, ask) = pair();
+        tx.send(reply());
+        drop(ask);
+        for forward_first in [true, false] {
+            let (tx, ask) = pair::<Counted>();
+            let drops_seen = drops.clone();
+            let forward = move |r: Result<Counted, AskError>| {
+                assert!(r.is_ok());
+                drop(r);
+                assert!(*drops_seen.lock().unwrap() > 0);
+            };
+            if forward_first {
+                ask.on_reply(forward);
+                tx.send(reply());
+            } else {
+                tx.send(reply());
+                ask.on_reply(forward);
+            }
+        }
+        let (tx, ask) = pair();
+        assert!(ask.wait_timeout(Duration::from_millis(1)).is_err());
+        tx.send(reply());
+        let timers = crate::timer::TimerService::start("reply-test").unwrap();
+        for i in 0..200 {
+            let (tx, ask) = pair();
+            let ask = ask.with_timeout(&timers.handle(), Duration::from_millis(1));
+            if i % 2 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            tx.send(reply());
+            drop(ask.wait());
+        }
+        timers.shutdown();
+        assert_eq!(count(&drops), created);
+    }
+
+    /// A task that polls again with another waker is woken through the new one.
+    #[test]
+    fn re_poll_with_a_changed_waker_wakes_the_new_one() {
+        struct Flag(std::sync::Mutex<u32>);
+        impl std::task::Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                *self.0.lock().unwrap() += 1;
+            }
+        }
+        let (first, second) = (
+            Arc::new(Flag(std::sync::Mutex::new(0))),
+            Arc::new(Flag(std::sync::Mutex::new(0))),
+        );
+        let (tx, mut ask) = pair();
+        for flag in [&first, &first, &second] {
+            let waker = Waker::from(flag.clone());
+            assert!(Pin::new(&mut ask)
+                .poll(&mut TaskContext::from_waker(&waker))
+                .is_pending());
+        }
+        tx.send(3);
+        assert_eq!(*first.0.lock().unwrap(), 0);
+        assert_eq!(*second.0.lock().unwrap(), 1);
+        let waker = Waker::noop();
+        assert_eq!(
+            Pin::new(&mut ask).poll(&mut TaskContext::from_waker(waker)),
+            Poll::Ready(Ok(3))
+        );
+    }
+
+    /// A slot freed on this thread is the next one this thread asks with, many times over; one
+    /// freed on another thread comes back through the spare shelf.
+    #[test]
+    fn slots_are_recycled() {
+        struct Mine(#[allow(dead_code)] u64);
+        let (tx, ask) = pair::<Mine>();
+        let first = address(&ask);
+        tx.send(Mine(0));
+        assert!(ask.wait().is_ok());
+        for i in 0..1_000 {
+            let (tx, ask) = pair::<Mine>();
+            assert_eq!(address(&ask), first, "reused");
+            tx.send(Mine(i));
+            assert!(ask.wait().is_ok());
+        }
+        // Filled on another thread, which holds the last reference: its shelf fills and
+        // overflows to the spare shelf.
+        struct Theirs;
+        let (senders, asks): (Vec<_>, Vec<_>) = (0..200).map(|_| pair::<Theirs>()).unzip();
+        drop(asks);
+        std::thread::spawn(move || drop(senders)).join().unwrap();
+        assert!(cache::spare_len::<Theirs>() > 0);
+    }
+
+    /// A timer of an answered ask that fires late never fills a later ask.
+    #[test]
+    fn a_late_timer_never_fills_another_ask() {
+        let timers = crate::timer::TimerService::start("reply-late").unwrap();
+        for round in 0..20u32 {
+            let (tx, ask) = pair::<u32>();
+            let ask = ask.with_timeout(&timers.handle(), Duration::from_millis(2));
+            tx.send(round);
+            assert_eq!(ask.wait(), Ok(round));
+            // Asks that wait past the first one's deadline.
+            for i in 0..5 {
+                let (tx, ask) = pair::<u32>();
+                std::thread::sleep(Duration::from_micros(500));
+                tx.send(i);
+                assert_eq!(ask.wait(), Ok(i));
+            }
+        }
+        timers.shutdown();
     }
 }
 
-/// Model checks: a reply (or the sender dropped) races each way of waiting, and the `Ask`
-/// being dropped; every result is delivered or dropped exactly once, and a blocked waiter is
-/// always woken (loom reports a deadlock otherwise). Run with
-/// `RUSTFLAGS="--cfg troupe_loom" cargo test -p troupe --release --lib loom_`.
+/// Model checks of the lock-free slot: a fill (or the sender dropped) races each way of
+/// waiting, the `Ask` being dropped, and a timeout; every result is delivered or dropped
+/// exactly once, a blocked waiter is always woken (loom reports a deadlock otherwise), and the
+/// cells are never accessed by two sides at once (loom's cells check it). Run with
+/// `RUSTFLAGS="--cfg troupe_loom" cargo test -p troupe --release --lib loom_reply`.
 #[cfg(all(test, troupe_loom))]
-mod loom_tests {
+mod loom_reply {
     use super::*;
-    use crate::loom::{thread, Arc as LoomArc, AtomicUsize, Ordering};
+    use crate::loom::{thread, AtomicUsize, Ordering};
+    use std::task::{Wake, Waker};
 
     /// Counts its drops.
-    struct Counted(LoomArc<AtomicUsize>);
+    struct Counted(Arc<AtomicUsize>);
     impl Drop for Counted {
         fn drop(&mut self) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
 
+    /// Counts its wakes.
+    struct Wakes(AtomicUsize);
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn pair<R: Send + 'static>() -> (ReplySender<R>, Ask<R>) {
+        channel(ActorId::next())
+    }
+
     #[test]
-    fn loom_reply_slot_wait_sees_the_reply() {
+    fn loom_reply_wait_parks_until_filled() {
         loom::model(|| {
-            let (tx, ask) = channel::<u32>(ActorId::next());
+            let (tx, ask) = pair::<u32>();
             let replier = thread::spawn(move || tx.send(7));
             assert_eq!(ask.wait(), Ok(7));
             replier.join().unwrap();
@@ -846,36 +818,76 @@ mod loom_tests {
     }
 
     #[test]
-    fn loom_reply_slot_dropped_sender_wakes_waiter() {
+    fn loom_reply_dropped_sender_wakes_waiter() {
         loom::model(|| {
-            let (tx, ask) = channel::<u32>(ActorId::next());
+            let (tx, ask) = pair::<u32>();
             let replier = thread::spawn(move || drop(tx));
             assert_eq!(ask.wait(), Err(AskError::Stopped));
             replier.join().unwrap();
         });
     }
 
+    /// Polled with one waker, then with another: the reply wakes the one registered last (or
+    /// came before it was), and is read once.
     #[test]
-    fn loom_reply_slot_forward_runs_once() {
+    fn loom_reply_repoll_with_changed_waker() {
         loom::model(|| {
-            let (tx, ask) = channel::<u32>(ActorId::next());
-            let got = LoomArc::new(AtomicUsize::new(0));
-            let replier = thread::spawn(move || tx.send(3));
-            let seen = got.clone();
-            ask.on_reply(move |r| {
-                assert_eq!(r, Ok(3));
-                seen.fetch_add(1, Ordering::SeqCst);
-            });
+            let (tx, mut ask) = pair::<u32>();
+            let replier = thread::spawn(move || tx.send(5));
+            let (first, second) = (
+                Arc::new(Wakes(AtomicUsize::new(0))),
+                Arc::new(Wakes(AtomicUsize::new(0))),
+            );
+            let mut result = None;
+            let mut second_pending = false;
+            for (wakes, is_second) in [(&first, false), (&second, true)] {
+                let waker = Waker::from(wakes.clone());
+                match Pin::new(&mut ask).poll(&mut TaskContext::from_waker(&waker)) {
+                    Poll::Ready(r) => {
+                        result = Some(r);
+                        break;
+                    }
+                    Poll::Pending => second_pending = is_second,
+                }
+            }
             replier.join().unwrap();
-            assert_eq!(got.load(Ordering::SeqCst), 1);
+            if second_pending {
+                assert_eq!(second.0.load(Ordering::SeqCst), 1, "the new waker is woken");
+                let waker = Waker::noop();
+                match Pin::new(&mut ask).poll(&mut TaskContext::from_waker(waker)) {
+                    Poll::Ready(r) => result = Some(r),
+                    Poll::Pending => panic!("woken, so ready"),
+                }
+            }
+            assert_eq!(result, Some(Ok(5)));
+            assert!(first.0.load(Ordering::SeqCst) <= 1);
         });
     }
 
     #[test]
-    fn loom_reply_slot_abandoned_reply_dropped_once() {
+    fn loom_reply_forward_runs_once() {
         loom::model(|| {
-            let drops = LoomArc::new(AtomicUsize::new(0));
-            let (tx, ask) = channel::<Counted>(ActorId::next());
+            let drops = Arc::new(AtomicUsize::new(0));
+            let (tx, ask) = pair::<Counted>();
+            let reply = Counted(drops.clone());
+            let replier = thread::spawn(move || tx.send(reply));
+            let ran = Arc::new(AtomicUsize::new(0));
+            let seen = ran.clone();
+            ask.on_reply(move |r| {
+                assert!(r.is_ok());
+                seen.fetch_add(1, Ordering::SeqCst);
+            });
+            replier.join().unwrap();
+            assert_eq!(ran.load(Ordering::SeqCst), 1);
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    #[test]
+    fn loom_reply_abandoned_reply_dropped_once() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let (tx, ask) = pair::<Counted>();
             let reply = Counted(drops.clone());
             let replier = thread::spawn(move || tx.send(reply));
             drop(ask);
@@ -885,6 +897,69 @@ mod loom_tests {
                 1,
                 "dropped once, whoever came last"
             );
+        });
+    }
+
+    /// A timer's fill races the reply while the asker waits: the first wins, the loser's value
+    /// is dropped, and the waiter gets one of them.
+    #[test]
+    fn loom_reply_timeout_races_reply() {
+        loom::model(|| {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let (tx, ask) = pair::<Counted>();
+            let timer = ask.taker.as_ref().unwrap().timer_filler();
+            let timeout = AskError::Timeout(Duration::from_millis(1));
+            let fired = thread::spawn(move || timer.fill(Err(timeout)));
+            let reply = Counted(drops.clone());
+            let replier = thread::spawn(move || tx.send(reply));
+            match ask.wait() {
+                Ok(reply) => drop(reply),
+                Err(e) => assert_eq!(e, timeout),
+            }
+            fired.join().unwrap();
+            replier.join().unwrap();
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    /// An answered ask's timer fires late, while the asker has moved on to the next ask (maybe
+    /// on a recycled slot): the next ask gets its own reply, never the stale timeout.
+    #[test]
+    fn loom_reply_recycled_slot_with_stale_timer() {
+        loom::model(|| {
+            let (tx, ask) = pair::<u32>();
+            let timer = ask.taker.as_ref().unwrap().timer_filler();
+            let stale =
+                thread::spawn(move || timer.fill(Err(AskError::Timeout(Duration::from_millis(1)))));
+            tx.send(1);
+            let first = ask.wait();
+            assert!(first == Ok(1) || matches!(first, Err(AskError::Timeout(_))));
+            for next in 2..4 {
+                let (tx, ask) = pair::<u32>();
+                tx.send(next);
+                assert_eq!(ask.wait(), Ok(next));
+            }
+            stale.join().unwrap();
+            // Everything released: this thread's next ask may reuse a slot, and starts clean.
+            let (tx, ask) = pair::<u32>();
+            drop(tx);
+            assert_eq!(ask.wait(), Err(AskError::Stopped));
+        });
+    }
+
+    /// A slot freed on this thread is the next one used there, and starts clean.
+    #[test]
+    fn loom_reply_slot_is_reused() {
+        loom::model(|| {
+            let (tx, ask) = pair::<u32>();
+            let first = ask.taker.as_ref().unwrap().address();
+            tx.send(1);
+            assert_eq!(ask.wait(), Ok(1));
+            let (tx, ask) = pair::<u32>();
+            assert_eq!(ask.taker.as_ref().unwrap().address(), first);
+            let replier = thread::spawn(move || tx.send(2));
+            assert_eq!(ask.wait(), Ok(2));
+            replier.join().unwrap();
         });
     }
 }

@@ -1,10 +1,13 @@
 //! `Ask::wait` from a plain thread: a reply that comes while the asker is still looking for it
-//! (the short spin), one that comes after it went to sleep on the condition variable, and
-//! failures on both paths.
+//! (the short spin), one that comes after it went to sleep (parked), and failures on both
+//! paths. And every reply is dropped exactly once, whichever way it is taken or given up.
+
+mod common;
 
 use std::time::Duration;
 
-use troupe::{Actor, AskError, Context, Handler, Message, System};
+use common::{wait_for, Counted, DropCounter};
+use troupe::{Actor, Addr, AskError, Context, Handler, Message, System};
 
 struct Echo;
 impl Actor for Echo {}
@@ -63,13 +66,97 @@ fn fast_and_slow_replies_and_failures_all_arrive() {
         Err(AskError::NoReply)
     );
     echo.stop();
-    // Stopped: the ask fails, on whichever path it is waiting.
-    let mut failed = 0;
+    // Stopping: the ask fails, on whichever path it is waiting. The actor may still be in the
+    // turn that ran `Forget` (it looks at signals between batches of messages), so the first
+    // asks may still be answered; once one fails, every later one does.
+    let failed: Vec<bool> = (0..100).map(|_| echo.ask(Now(0)).wait().is_err()).collect();
+    let first = failed
+        .iter()
+        .position(|f| *f)
+        .expect("a stopping actor fails asks");
+    assert!(failed[first..].iter().all(|f| *f), "{failed:?}");
+    // Stopped: every ask fails.
+    wait_for("the actor stopped", Duration::from_secs(10), || {
+        echo.is_stopped()
+    });
     for _ in 0..100 {
-        if echo.ask(Now(0)).wait().is_err() {
-            failed += 1;
+        assert_eq!(echo.ask(Now(0)).wait(), Err(AskError::Stopped));
+    }
+    system.shutdown();
+}
+
+/// Hands the token it is given back as the reply, after `pause`.
+struct Give(Counted, Duration);
+impl Message for Give {
+    type Reply = Counted;
+}
+impl Handler<Give> for Echo {
+    fn handle(&mut self, msg: Give, _: &mut Context<Self>) -> Counted {
+        if !msg.1.is_zero() {
+            std::thread::sleep(msg.1);
+        }
+        msg.0
+    }
+}
+
+/// Receives piped replies and drops them.
+struct Sink;
+impl Actor for Sink {}
+struct Got(#[allow(dead_code)] Result<Counted, AskError>);
+impl Message for Got {
+    type Reply = ();
+}
+impl Handler<Got> for Sink {
+    fn handle(&mut self, _: Got, _: &mut Context<Self>) {}
+}
+
+/// Replies taken by `wait` and `.await`, abandoned before and after they come, piped before
+/// and after they come, raced by an `ask_timeout`, given up by `wait_timeout`, and slots
+/// reused thousands of times: every reply created is dropped exactly once.
+#[test]
+fn every_reply_is_dropped_once_whichever_way_it_goes() {
+    let system = System::new();
+    let echo = system.spawn(Echo);
+    let sink: Addr<Sink> = system.spawn(Sink);
+    let drops = DropCounter::default();
+    let created = 6 * 1_000 + 2 * 200;
+    let give = || Give(drops.token(), Duration::ZERO);
+    for _ in 0..1_000 {
+        drop(echo.ask(give()).wait());
+    }
+    system.block_on(async {
+        for _ in 0..1_000 {
+            drop(echo.ask(give()).await);
+        }
+    });
+    for _ in 0..1_000 {
+        drop(echo.ask(give())); // abandoned, most often before the reply
+    }
+    for _ in 0..1_000 {
+        let ask = echo.ask(give());
+        echo.ask(Now(0)).wait().unwrap(); // the first reply has been sent by now
+        drop(ask);
+    }
+    for i in 0..1_000 {
+        let ask = echo.ask(give());
+        if i % 2 == 1 {
+            echo.ask(Now(0)).wait().unwrap();
+        }
+        ask.pipe_to(&sink, Got);
+    }
+    for _ in 0..1_000 {
+        let _ = echo.ask_timeout(give(), Duration::from_micros(1)).wait();
+    }
+    for pause in [Duration::ZERO, Duration::from_millis(1)] {
+        for _ in 0..200 {
+            let _ = echo
+                .ask(Give(drops.token(), pause))
+                .wait_timeout(Duration::from_micros(500));
         }
     }
-    assert_eq!(failed, 100);
+    wait_for("every reply dropped", Duration::from_secs(30), || {
+        drops.get() == created
+    });
     system.shutdown();
+    assert_eq!(drops.get(), created);
 }

@@ -127,7 +127,8 @@ fn layers_import_downward_only() {
 }
 
 /// `unsafe` is confined to the files whose module notes argue its invariants: the raw cell
-/// and its type erasure, the lock-free structures, and the two places where the scheduler
+/// and its type erasure, the lock-free structures (the reply slot and its inline callback
+/// among them), and the two places where the scheduler
 /// reaches thread-local or boxed state. The public API layer has none.
 #[test]
 fn unsafe_lives_only_where_it_is_argued() {
@@ -138,6 +139,8 @@ fn unsafe_lives_only_where_it_is_argued() {
         "mailbox.rs",
         "signal.rs",
         "lazy.rs",
+        "reply/slot.rs",
+        "reply/forward.rs",
         "scheduler/worker.rs",
         "scheduler/dedicated.rs",
     ]
