@@ -278,7 +278,7 @@ impl<T> Mailbox<T> {
     /// Appends `msg`, and says whether this push woke the owner (the caller must schedule it)
     /// or found it far behind (see [`Pushed::Behind`]); `Err` gives the message back if the
     /// mailbox is closed.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_reporting(&self, msg: T) -> Result<Pushed, Closed<T>> {
         // Fast path: open, a block in place, and not its last slot (which installs the next
         // block): one compare-and-swap, one write, one flag.
@@ -660,7 +660,7 @@ impl<T> Consumer<'_, T> {
     ///
     /// The slot is released after `take` returns, or while unwinding if it panics, so a
     /// message whose handler panicked is never seen twice.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take_in_place(&mut self, take: impl FnOnce(*mut T)) -> bool {
         if self.block.is_null() {
             self.block = self.mailbox.head_block.load(Ordering::Acquire);

@@ -168,7 +168,7 @@ impl<T: Target> Cell<T> {
         self.enqueue(Envelope::new(payload))
     }
 
-    #[inline]
+    #[inline(always)]
     fn enqueue<P: Deliver<T>>(&self, envelope: Envelope<T>) -> Result<(), P> {
         match self.mailbox.push_reporting(envelope) {
             Ok(Pushed::Queued) => Ok(()),
@@ -178,12 +178,19 @@ impl<T: Target> Cell<T> {
                 Ok(())
             }
             Ok(Pushed::Behind) => {
-                run_next::lend_turn(&self.header, self.mailbox.len());
+                self.catch_up();
                 Ok(())
             }
             // SAFETY: every caller built the envelope from a `P` just before.
             Err(Closed(envelope)) => Err(unsafe { envelope.into_payload::<P>() }),
         }
+    }
+
+    /// The actor is behind a sender that may run a turn of it (see `run_next::lend_turn`).
+    #[cold]
+    #[inline(never)]
+    fn catch_up(&self) {
+        run_next::lend_turn(&self.header, self.mailbox.len());
     }
 
     /// After a signal was put where the turn will find it (`T::Shared`): wakes the actor if it
