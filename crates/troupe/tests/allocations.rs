@@ -3,33 +3,15 @@
 //! while a counting global allocator watches. (One test in this binary, so no other test's
 //! allocations are counted.)
 
-use std::alloc::{GlobalAlloc, Layout, System as SystemAlloc};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use troupe::{Actor, Addr, Context, Handler, Message, System};
 
-struct Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.realloc(ptr, layout, new_size) }
-    }
-}
+use counting_alloc::{allocations, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -91,7 +73,7 @@ fn run_ring(ring: &[Addr<Node>], rounds: u64) -> usize {
         .unwrap();
     }
     DONE.store(false, Ordering::Release);
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = allocations();
     ring[0]
         .tell(Token {
             origin: 0,
@@ -103,7 +85,7 @@ fn run_ring(ring: &[Addr<Node>], rounds: u64) -> usize {
         assert!(start.elapsed() < Duration::from_secs(120), "ring stalled");
         std::thread::sleep(Duration::from_millis(1));
     }
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocations = allocations() - before;
     let messages = ring.len() as u64 * rounds;
     eprintln!("{allocations} allocations for {messages} messages");
     allocations

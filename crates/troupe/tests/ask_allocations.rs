@@ -5,33 +5,15 @@
 //! actor to another (`pipe_to`). (One test in this binary, so no other test's allocations are
 //! counted.)
 
-use std::alloc::{GlobalAlloc, Layout, System as SystemAlloc};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use troupe::{Actor, Addr, AskError, Context, Handler, Message, System};
 
-struct Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.realloc(ptr, layout, new_size) }
-    }
-}
+use counting_alloc::{allocations, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -62,9 +44,9 @@ impl Handler<Plus> for Echo {
 fn allocations_of(what: &str, mut asks: impl FnMut()) -> usize {
     let mut total = 0;
     for run in 1..=2 {
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let before = allocations();
         asks();
-        let made = ALLOCATIONS.load(Ordering::Relaxed) - before;
+        let made = allocations() - before;
         eprintln!("{what}, run {run}: {made} allocations for {MEASURED} asks");
         total += made;
     }

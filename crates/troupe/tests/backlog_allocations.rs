@@ -4,34 +4,16 @@
 //! mailbox's spare chain and come back linked ahead of the tail. Counted by a global
 //! allocator (one test in this binary, so no other test's allocations are counted).
 
-use std::alloc::{GlobalAlloc, Layout, System as SystemAlloc};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, System};
 
-struct Counting;
+#[path = "common/counting_alloc.rs"]
+mod counting_alloc;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { SystemAlloc.realloc(ptr, layout, new_size) }
-    }
-}
+use counting_alloc::{allocations, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -57,11 +39,11 @@ impl Message for Flood {
 impl Handler<Flood> for Producer {
     /// Sends `n` messages; returns the allocations counted while sending them.
     fn handle(&mut self, msg: Flood, _: &mut Context<Self>) -> usize {
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let before = allocations();
         for _ in 0..msg.0 {
             self.0.tell(Add(1)).unwrap();
         }
-        ALLOCATIONS.load(Ordering::Relaxed) - before
+        allocations() - before
     }
 }
 
