@@ -1503,12 +1503,12 @@ mod tests {
         assert_eq!(r.orders.len(), 6);
     }
 
-    #[test]
-    fn a_failed_flush_is_reported_once_and_nothing_after_it_becomes_durable() {
-        // `fdatasync` on a pipe fails (EINVAL) while `write` to it works: a real flush error.
+    /// An fsync journal writing into a pipe: `write` works, `fdatasync` fails (EINVAL), a real
+    /// flush error. Keep the reader alive while the journal writes.
+    fn journal_on_a_pipe() -> (std::io::PipeReader, Journal) {
         let (reader, writer) = std::io::pipe().unwrap();
         let file = File::from(std::os::fd::OwnedFd::from(writer));
-        let mut journal = Journal::positioned(
+        let journal = Journal::positioned(
             file,
             PathBuf::from("pipe.log"),
             (0, Role::Primary),
@@ -1517,6 +1517,12 @@ mod tests {
             0,
         )
         .unwrap();
+        (reader, journal)
+    }
+
+    #[test]
+    fn a_failed_flush_is_reported_once_and_nothing_after_it_becomes_durable() {
+        let (reader, mut journal) = journal_on_a_pipe();
         let gate = Arc::new(Gate::default());
         journal.observe(gate.clone());
         let (tx, reports) = std::sync::mpsc::channel();
@@ -1552,17 +1558,7 @@ mod tests {
 
     #[test]
     fn a_failed_commit_flush_is_never_retried() {
-        let (_reader, writer) = std::io::pipe().unwrap();
-        let file = File::from(std::os::fd::OwnedFd::from(writer));
-        let mut journal = Journal::positioned(
-            file,
-            PathBuf::from("pipe.log"),
-            (0, Role::Primary),
-            LogMode::Fsync,
-            HEADER_BYTES as u64,
-            0,
-        )
-        .unwrap();
+        let (_reader, mut journal) = journal_on_a_pipe();
         journal.append(&order(0));
         assert!(journal.commit().is_err(), "fdatasync on a pipe fails");
         // A later flush could succeed without the records on disk: the log refuses to go on.

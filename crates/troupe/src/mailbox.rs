@@ -1224,6 +1224,22 @@ mod loom_tests {
         });
     }
 
+    /// A mailbox whose consumer has drained two full blocks (two slots each under loom), so
+    /// both are on its spare chain.
+    fn two_blocks_on_the_spare_chain() -> Arc<Mailbox<usize>> {
+        let mb = Arc::new(Mailbox::<usize>::new(false));
+        for i in 0..4 {
+            mb.push(100 + i).unwrap();
+        }
+        // SAFETY: no other consumer exists yet.
+        let mut rx = unsafe { mb.consumer() };
+        for i in 0..4 {
+            assert_eq!(rx.pop(), Some(100 + i));
+        }
+        drop(rx);
+        mb
+    }
+
     /// The spare chain under two producers: two blocks recycled onto the chain (two kept under
     /// loom), then two producers race, one of them taking the whole chain to install its first
     /// block and the next installer finding the second linked ahead; then the consumer drains.
@@ -1233,17 +1249,7 @@ mod loom_tests {
     #[test]
     fn loom_spare_chain_taken_by_racing_producers() {
         model(|| {
-            let mb = Arc::new(Mailbox::<usize>::new(false));
-            for i in 0..4 {
-                mb.push(100 + i).unwrap();
-            }
-            {
-                // SAFETY: no other consumer exists yet.
-                let mut rx = unsafe { mb.consumer() };
-                for i in 0..4 {
-                    assert_eq!(rx.pop(), Some(100 + i));
-                }
-            }
+            let mb = two_blocks_on_the_spare_chain();
             let producers: Vec<_> = (0..2)
                 .map(|p| {
                     let mb = mb.clone();
@@ -1277,18 +1283,7 @@ mod loom_tests {
     #[test]
     fn loom_prelinked_block_installed_while_consumer_drains() {
         model(|| {
-            let mb = Arc::new(Mailbox::<usize>::new(false));
-            // Two blocks (two slots each under loom), drained: both go on the chain.
-            for i in 0..4 {
-                mb.push(i).unwrap();
-            }
-            {
-                // SAFETY: no consumer runs yet; this thread is the only one.
-                let mut rx = unsafe { mb.consumer() };
-                for i in 0..4 {
-                    assert_eq!(rx.pop(), Some(i));
-                }
-            }
+            let mb = two_blocks_on_the_spare_chain();
             let producer = {
                 let mb = mb.clone();
                 thread::spawn(move || {
