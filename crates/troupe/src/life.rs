@@ -593,7 +593,10 @@ fn finish<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     state.ctx.me = None;
     tracing::debug!(actor = %cell.id(), %reason, "actor stopped");
     let id = cell.id();
-    if let Some(extras) = cell.shared.extras.get() {
+    // The end is recorded even when nothing watched the actor yet: `stopped()` called later
+    // creates no fresh extras but finds this one, and is answered at once.
+    {
+        let extras = cell.shared.extras.get_or_init();
         let (watchers, links, names) = {
             let mut inner = extras.lock();
             inner.ended = Some(reason.clone());

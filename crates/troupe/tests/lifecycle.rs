@@ -202,6 +202,35 @@ fn handler_panic_is_contained() {
     system.shutdown_timeout(LONG).unwrap();
 }
 
+/// `stopped()` asked only after an idle actor has finished (nothing watched it before) is
+/// answered at once with the reason, for a normal stop and for a failure.
+#[test]
+fn stopped_after_the_end_is_answered() {
+    let system = System::builder().workers(1).build().unwrap();
+    let calm = system.spawn(Fragile { handled: 0 });
+    calm.stop();
+    wait_for("the actor to stop", LONG, || calm.is_stopped());
+    assert_eq!(
+        calm.stopped().wait_timeout(LONG),
+        Ok(troupe::StopReason::Normal)
+    );
+
+    let fragile = system.spawn(Fragile { handled: 0 });
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    assert_eq!(
+        fragile.ask(Work(13)).wait_timeout(LONG),
+        Err(AskError::Panicked)
+    );
+    std::panic::set_hook(previous_hook);
+    wait_for("the failed actor to stop", LONG, || fragile.is_stopped());
+    assert!(matches!(
+        fragile.stopped().wait_timeout(LONG),
+        Ok(troupe::StopReason::Failed(_))
+    ));
+    system.shutdown_timeout(LONG).unwrap();
+}
+
 /// Shutdown stops every actor (pool and thread-backed), joins every thread, drops every actor.
 #[test]
 fn shutdown_joins_threads_and_drops_everything() {
