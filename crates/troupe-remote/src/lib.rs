@@ -1,0 +1,55 @@
+//! troupe actors across processes, over NATS.
+//!
+//! A [`Node`] is one NATS connection. It exports actors under names
+//! ([`Node::export`]), and gives typed addresses of actors exported anywhere
+//! ([`Node::recipient`]): `tell` and `ask` as in-process, with the same errors plus
+//! [`RemoteError::Unreachable`] and [`RemoteError::TimedOut`]. [`Node::watch`] learns when a
+//! remote actor stops or its process goes silent.
+//!
+//! ```no_run
+//! use serde::{Deserialize, Serialize};
+//! use troupe::{Actor, Context, Handler, Message, System};
+//! use troupe_remote::{Node, NodeOptions, RemoteMessage};
+//!
+//! #[derive(Message, Serialize, Deserialize)]
+//! #[reply(u64)]
+//! struct Add(u64);
+//! impl RemoteMessage for Add {
+//!     const NAME: &'static str = "counter.add";
+//! }
+//!
+//! struct Counter(u64);
+//! impl Actor for Counter {}
+//! impl Handler<Add> for Counter {
+//!     fn handle(&mut self, m: Add, _: &mut Context<Self>) -> u64 {
+//!         self.0 += m.0;
+//!         self.0
+//!     }
+//! }
+//!
+//! // In one process:
+//! let system = System::new();
+//! let node = Node::connect_blocking("nats://127.0.0.1:4222", NodeOptions::default()).unwrap();
+//! node.export("counter", system.spawn(Counter(0))).accept::<Add>().start_blocking().unwrap();
+//!
+//! // In another:
+//! let node = Node::connect_blocking("nats://127.0.0.1:4222", NodeOptions::default()).unwrap();
+//! let counter = node.recipient::<Add>("counter").unwrap();
+//! counter.tell(Add(2)).unwrap();
+//! assert_eq!(counter.ask(Add(3)).wait(), Ok(5));
+//! ```
+//!
+//! Messages are encoded with postcard (see the crate README for the measurement behind the
+//! choice) inside versioned frames ([`wire`]); bad input from the wire is refused, logged and
+//! counted ([`NodeStats`]), and never panics.
+
+mod error;
+mod node;
+pub mod server;
+pub mod wire;
+
+pub use error::RemoteError;
+pub use node::{
+    Down, ExportBuilder, Node, NodeOptions, NodeStats, RemoteAsk, RemoteRecipient, RemoteWatch,
+};
+pub use wire::{Refusal, RefusalKind, RemoteMessage};

@@ -1,0 +1,245 @@
+//! Starts and stops `nats-server` processes on loopback ports: for the tests and the
+//! benchmark, which never use a server they did not start.
+//!
+//! A missing `nats-server` is installed by the project's `scripts/install-nats-server.sh`
+//! (apt-get, as root); where that is impossible, [`NatsServer::start`] says how to install it.
+
+use std::io::{self, BufRead, BufReader};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `nats-server` process this program started; killed when dropped.
+pub struct NatsServer {
+    child: Option<Child>,
+    port: u16,
+    cluster_port: Option<u16>,
+    _dir: Option<tempdir::TempDir>,
+}
+
+mod tempdir {
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A directory removed when dropped.
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new(tag: &str) -> std::io::Result<Self> {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "troupe-nats-{tag}-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&dir)?;
+            Ok(Self(dir))
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// The port of the first URL under `key` in a ports file (`{"nats":["nats://127.0.0.1:4222"]}`).
+fn port_after(text: &str, key: &str) -> Option<u16> {
+    let rest = &text[text.find(key)? + key.len()..];
+    let url = &rest[rest.find("://")? + 3..];
+    let end = url.find('"')?;
+    url[..end].rsplit(':').next()?.parse().ok()
+}
+
+/// The `nats-server` to run: on PATH, or installed now by the project's script.
+pub fn nats_server_binary() -> io::Result<PathBuf> {
+    let find = || -> Option<PathBuf> {
+        let out = Command::new("sh")
+            .args(["-c", "command -v nats-server"])
+            .output()
+            .ok()?;
+        let path = String::from_utf8(out.stdout).ok()?;
+        let path = path.trim();
+        (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+    };
+    if let Some(found) = find() {
+        return Ok(found);
+    }
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-nats-server.sh");
+    let status = Command::new("bash").arg(&script).status();
+    match (status, find()) {
+        (Ok(s), Some(found)) if s.success() => Ok(found),
+        _ => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "nats-server is not installed and could not be installed: run \
+             scripts/install-nats-server.sh as root (or apt-get install nats-server)",
+        )),
+    }
+}
+
+impl NatsServer {
+    /// One server on a free loopback port (chosen by the server itself), ready for clients when
+    /// this returns.
+    pub fn start() -> io::Result<NatsServer> {
+        Self::spawn(None, "single")
+    }
+
+    /// A cluster of `n` servers on loopback: the first is the seed the others route to (they
+    /// learn each other from it), and each is ready for clients when this returns.
+    pub fn cluster(n: usize) -> io::Result<Vec<NatsServer>> {
+        let mut servers = Vec::with_capacity(n);
+        let seed = Self::spawn(Some(None), "node0")?;
+        let seed_route = seed
+            .cluster_port
+            .map(|port| format!("nats-route://127.0.0.1:{port}"));
+        servers.push(seed);
+        for i in 1..n {
+            servers.push(Self::spawn(Some(seed_route.clone()), &format!("node{i}"))?);
+        }
+        Ok(servers)
+    }
+
+    /// `cluster`: `None` for a lone server, `Some(seed route)` for a member of a cluster.
+    fn spawn(cluster: Option<Option<String>>, tag: &str) -> io::Result<Self> {
+        let binary = nats_server_binary()?;
+        let dir = tempdir::TempDir::new(tag)?;
+        let mut cmd = Command::new(binary);
+        // Port -1: the server picks a free port and writes it to the ports file, so servers
+        // started at once by parallel tests never race for a port.
+        cmd.args(["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir"])
+            .arg(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(seed) = &cluster {
+            cmd.args([
+                "--name",
+                tag,
+                "--cluster_name",
+                "troupe",
+                "--cluster",
+                "nats://127.0.0.1:-1",
+            ]);
+            if let Some(seed) = seed {
+                cmd.args(["--routes", seed]);
+            }
+        }
+        let mut child = cmd.spawn()?;
+        // Drain its log so it never blocks on a full pipe.
+        if let Some(stderr) = child.stderr.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if std::env::var_os("TROUPE_NATS_LOG").is_some() {
+                        eprintln!("nats-server: {line}");
+                    }
+                }
+            });
+        }
+        let mut server = NatsServer {
+            child: Some(child),
+            port: 0,
+            cluster_port: None,
+            _dir: None,
+        };
+        let (port, cluster_port) = server.read_ports(dir.path(), Duration::from_secs(10))?;
+        server.port = port;
+        server.cluster_port = cluster_port;
+        server._dir = Some(dir);
+        server.wait_ready(Duration::from_secs(10))?;
+        Ok(server)
+    }
+
+    /// Reads the client and cluster ports from the ports file the server writes once it listens.
+    fn read_ports(
+        &mut self,
+        dir: &std::path::Path,
+        limit: Duration,
+    ) -> io::Result<(u16, Option<u16>)> {
+        let start = Instant::now();
+        loop {
+            let text = std::fs::read_dir(dir)?
+                .filter_map(Result::ok)
+                .find(|e| e.file_name().to_string_lossy().ends_with(".ports"))
+                .and_then(|e| std::fs::read_to_string(e.path()).ok());
+            if let Some(port) = text.as_deref().and_then(|t| port_after(t, "\"nats\"")) {
+                let cluster = text.as_deref().and_then(|t| port_after(t, "\"cluster\""));
+                return Ok((port, cluster));
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    return Err(io::Error::other(format!(
+                        "nats-server exited at start ({status}); run with TROUPE_NATS_LOG=1 to see its log"
+                    )));
+                }
+            }
+            if start.elapsed() > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("nats-server wrote no ports file within {limit:?}"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> io::Result<()> {
+        let start = Instant::now();
+        loop {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    return Err(io::Error::other(format!(
+                        "nats-server exited at start ({status}); run with TROUPE_NATS_LOG=1 to see its log"
+                    )));
+                }
+            }
+            if start.elapsed() > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "nats-server did not listen on port {} within {limit:?}",
+                        self.port
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The client URL.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Its client port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its cluster (route) port, for servers of a cluster.
+    pub fn cluster_port(&self) -> Option<u16> {
+        self.cluster_port
+    }
+
+    /// Kills it outright (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,419 @@
+//! The wire format: frames of entries, each entry one message, one request or one reply.
+//!
+//! ```text
+//! frame   = "TR" version:u8 kind:u8 body
+//! kind 1  Batch:    count:u32le entry*count          (published to troupe.<name> or a reply subject)
+//! kind 2  Where:    (empty)                           (a NATS request: who exports this name?)
+//! kind 3  Here:     heartbeat_ms:u32le node-id:utf8   (the answer to Where)
+//! kind 4  Down:     code:u8 reason:utf8               (published to troupe.down.<name>)
+//! kind 5  Refused:  code:u8 subject-len:u16le subject detail:utf8
+//!                   (sent back to a frame's reply subject when the whole frame is refused;
+//!                   this layout is the same in every version, so a mismatched peer reads it)
+//! entry   = 1 Tell  tag payload
+//!         | 2 Ask   id:u64le tag payload
+//!         | 3 Ok    id:u64le payload
+//!         | 4 Err   id:u64le code:u8 detail-len:u16le detail
+//! tag     = name-len:u8 name:utf8 type-version:u16le
+//! payload = len:u32le bytes (postcard)
+//! ```
+//!
+//! Every length is checked against what is left before it is used: a truncated or hostile
+//! frame is refused with a [`Refusal`], never read past its end.
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use troupe::Message;
+
+/// The first two bytes of every frame.
+pub const MAGIC: [u8; 2] = *b"TR";
+/// The version of this frame layout. A node refuses frames of any other version with
+/// [`RefusalKind::WireVersion`], and says so to the sender.
+pub const WIRE_VERSION: u8 = 1;
+
+/// A message that may cross processes: a serde type with a name and a version that both ends
+/// agree on. Its reply must be serde too.
+///
+/// ```
+/// use serde::{Deserialize, Serialize};
+/// use troupe::Message;
+/// use troupe_remote::RemoteMessage;
+///
+/// #[derive(Message, Serialize, Deserialize)]
+/// #[reply(u64)]
+/// struct Deposit { account: u32, cents: u64 }
+///
+/// impl RemoteMessage for Deposit {
+///     const NAME: &'static str = "bank.deposit";
+///     // Bump when the layout changes: an old peer then gets a clear error, never garbage.
+///     const VERSION: u16 = 1;
+/// }
+/// ```
+pub trait RemoteMessage:
+    Message<Reply: Serialize + DeserializeOwned + Send> + Serialize + DeserializeOwned
+{
+    /// The name both ends know the type by (at most 255 bytes).
+    const NAME: &'static str;
+    /// The layout's version; entries of another version are refused with
+    /// [`RefusalKind::TypeVersion`].
+    const VERSION: u16 = 1;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    Batch = 1,
+    Where = 2,
+    Here = 3,
+    Down = 4,
+    Refused = 5,
+}
+
+pub(crate) const ENTRY_TELL: u8 = 1;
+pub(crate) const ENTRY_ASK: u8 = 2;
+pub(crate) const ENTRY_OK: u8 = 3;
+pub(crate) const ENTRY_ERR: u8 = 4;
+
+/// Why a frame or an entry was refused. Counted by the receiving node ([`crate::NodeStats`])
+/// and, for requests, sent back to the asker.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+#[non_exhaustive]
+pub enum RefusalKind {
+    /// The frame ended before a length it announced.
+    Truncated,
+    /// Not a troupe frame (wrong magic bytes, unknown frame or entry kind).
+    Malformed,
+    /// A frame layout version this node does not speak.
+    WireVersion,
+    /// A message type the exported actor does not accept.
+    UnknownType,
+    /// A known message type, at another version than this node's.
+    TypeVersion,
+    /// The payload did not decode as the named type.
+    Decode,
+    /// The frame or payload is larger than the node accepts.
+    Oversized,
+}
+
+impl RefusalKind {
+    pub(crate) const ALL: [RefusalKind; 7] = [
+        RefusalKind::Truncated,
+        RefusalKind::Malformed,
+        RefusalKind::WireVersion,
+        RefusalKind::UnknownType,
+        RefusalKind::TypeVersion,
+        RefusalKind::Decode,
+        RefusalKind::Oversized,
+    ];
+
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            RefusalKind::Truncated => 1,
+            RefusalKind::Malformed => 2,
+            RefusalKind::WireVersion => 3,
+            RefusalKind::UnknownType => 4,
+            RefusalKind::TypeVersion => 5,
+            RefusalKind::Decode => 6,
+            RefusalKind::Oversized => 7,
+        }
+    }
+
+    pub(crate) fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self.code() as usize - 1
+    }
+}
+
+impl fmt::Display for RefusalKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RefusalKind::Truncated => "truncated frame",
+            RefusalKind::Malformed => "not a troupe frame",
+            RefusalKind::WireVersion => "wire version mismatch",
+            RefusalKind::UnknownType => "unknown message type",
+            RefusalKind::TypeVersion => "message type version mismatch",
+            RefusalKind::Decode => "payload does not decode",
+            RefusalKind::Oversized => "oversized",
+        })
+    }
+}
+
+/// A refusal with what the refusing side saw.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Refusal {
+    pub kind: RefusalKind,
+    pub detail: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(kind: RefusalKind, detail: impl Into<String>) -> Self {
+        Self {
+            kind,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.detail)
+    }
+}
+
+/// Codes of an `Err` entry: the far actor's own failure, or a refusal.
+pub(crate) mod code {
+    pub(crate) const STOPPED: u8 = 101;
+    pub(crate) const PANICKED: u8 = 102;
+    pub(crate) const MAILBOX_FULL: u8 = 103;
+    pub(crate) const DROPPED: u8 = 104;
+    pub(crate) const NO_REPLY: u8 = 105;
+    pub(crate) const TIMED_OUT: u8 = 106;
+}
+
+/// Codes of a `Down` frame.
+pub(crate) mod down {
+    pub(crate) const STOPPED: u8 = 1;
+    pub(crate) const FAILED: u8 = 2;
+    pub(crate) const UNEXPORTED: u8 = 3;
+}
+
+/// Writes a frame header.
+pub(crate) fn header(buf: &mut Vec<u8>, version: u8, kind: Kind) {
+    buf.extend_from_slice(&MAGIC);
+    buf.push(version);
+    buf.push(kind as u8);
+}
+
+/// Starts a batch frame; its count is patched by [`finish_batch`].
+pub(crate) fn start_batch(buf: &mut Vec<u8>, version: u8) {
+    header(buf, version, Kind::Batch);
+    buf.extend_from_slice(&0u32.to_le_bytes());
+}
+
+pub(crate) const BATCH_HEADER: usize = 8;
+
+pub(crate) fn finish_batch(buf: &mut [u8], count: u32) {
+    buf[4..8].copy_from_slice(&count.to_le_bytes());
+}
+
+pub(crate) fn put_tag(buf: &mut Vec<u8>, name: &str, version: u16) {
+    debug_assert!(name.len() <= u8::MAX as usize);
+    buf.push(name.len() as u8);
+    buf.extend_from_slice(name.as_bytes());
+    buf.extend_from_slice(&version.to_le_bytes());
+}
+
+/// Appends `value` as a length-prefixed postcard payload.
+pub(crate) fn put_payload<T: Serialize>(
+    buf: &mut Vec<u8>,
+    value: &T,
+) -> Result<(), postcard::Error> {
+    let at = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    let taken = std::mem::take(buf);
+    let mut grown = postcard::to_extend(value, taken)?;
+    let len = (grown.len() - at - 4) as u32;
+    grown[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    *buf = grown;
+    Ok(())
+}
+
+pub(crate) fn put_err(buf: &mut Vec<u8>, id: u64, code: u8, detail: &str) {
+    buf.push(ENTRY_ERR);
+    buf.extend_from_slice(&id.to_le_bytes());
+    buf.push(code);
+    let detail = &detail.as_bytes()[..detail.len().min(u16::MAX as usize)];
+    buf.extend_from_slice(&(detail.len() as u16).to_le_bytes());
+    buf.extend_from_slice(detail);
+}
+
+/// A frame's header, checked.
+pub(crate) struct Frame<'a> {
+    pub(crate) kind: Kind,
+    pub(crate) body: Reader<'a>,
+}
+
+/// Checks the magic, version and kind of a frame.
+pub(crate) fn open(bytes: &[u8], version: u8) -> Result<Frame<'_>, Refusal> {
+    if bytes.len() < 4 {
+        return Err(Refusal::new(
+            RefusalKind::Truncated,
+            format!("{} bytes, shorter than a frame header", bytes.len()),
+        ));
+    }
+    if bytes[..2] != MAGIC {
+        return Err(Refusal::new(
+            RefusalKind::Malformed,
+            "the frame does not start with the troupe magic bytes",
+        ));
+    }
+    // A Refused frame has the same layout in every version, so that a peer speaking another
+    // version can read why it was refused.
+    if bytes[2] != version && bytes[3] != Kind::Refused as u8 {
+        return Err(Refusal::new(
+            RefusalKind::WireVersion,
+            format!(
+                "the frame has wire version {}, this node speaks version {version}",
+                bytes[2]
+            ),
+        ));
+    }
+    let kind = match bytes[3] {
+        1 => Kind::Batch,
+        2 => Kind::Where,
+        3 => Kind::Here,
+        4 => Kind::Down,
+        5 => Kind::Refused,
+        other => {
+            return Err(Refusal::new(
+                RefusalKind::Malformed,
+                format!("unknown frame kind {other}"),
+            ))
+        }
+    };
+    Ok(Frame {
+        kind,
+        body: Reader { rest: &bytes[4..] },
+    })
+}
+
+/// Reads a frame's body, checking every length against what is left.
+pub(crate) struct Reader<'a> {
+    pub(crate) rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    pub(crate) fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8], Refusal> {
+        if self.rest.len() < n {
+            return Err(Refusal::new(
+                RefusalKind::Truncated,
+                format!("{what}: needs {n} bytes, {} left", self.rest.len()),
+            ));
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    pub(crate) fn u8(&mut self, what: &str) -> Result<u8, Refusal> {
+        Ok(self.bytes(1, what)?[0])
+    }
+
+    pub(crate) fn u16(&mut self, what: &str) -> Result<u16, Refusal> {
+        let b = self.bytes(2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    pub(crate) fn u32(&mut self, what: &str) -> Result<u32, Refusal> {
+        let b = self.bytes(4, what)?;
+        Ok(u32::from_le_bytes(b.try_into().expect("four bytes")))
+    }
+
+    pub(crate) fn u64(&mut self, what: &str) -> Result<u64, Refusal> {
+        let b = self.bytes(8, what)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("eight bytes")))
+    }
+
+    /// The rest as text (lossy: a detail string is for people).
+    pub(crate) fn text(&mut self) -> String {
+        let text = String::from_utf8_lossy(self.rest).into_owned();
+        self.rest = &[];
+        text
+    }
+
+    pub(crate) fn tag(&mut self) -> Result<(&'a str, u16), Refusal> {
+        let len = self.u8("tag length")? as usize;
+        let name = self.bytes(len, "tag name")?;
+        let name = std::str::from_utf8(name)
+            .map_err(|_| Refusal::new(RefusalKind::Malformed, "a type name is not UTF-8"))?;
+        let version = self.u16("tag version")?;
+        Ok((name, version))
+    }
+
+    pub(crate) fn payload(&mut self, limit: usize) -> Result<&'a [u8], Refusal> {
+        let len = self.u32("payload length")? as usize;
+        if len > limit {
+            return Err(Refusal::new(
+                RefusalKind::Oversized,
+                format!("a payload of {len} bytes, over the limit of {limit}"),
+            ));
+        }
+        self.bytes(len, "payload")
+    }
+
+    pub(crate) fn short_text(&mut self, what: &str) -> Result<String, Refusal> {
+        let len = self.u16(what)? as usize;
+        Ok(String::from_utf8_lossy(self.bytes(len, what)?).into_owned())
+    }
+}
+
+/// Decodes a payload as `T`.
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, Refusal> {
+    postcard::from_bytes(bytes)
+        .map_err(|e| Refusal::new(RefusalKind::Decode, format!("{what}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payload_round_trips_and_truncation_is_refused() {
+        let mut buf = Vec::new();
+        start_batch(&mut buf, WIRE_VERSION);
+        buf.push(ENTRY_TELL);
+        put_tag(&mut buf, "t", 3);
+        put_payload(&mut buf, &(7u32, String::from("seven"))).unwrap();
+        finish_batch(&mut buf, 1);
+        let mut frame = open(&buf, WIRE_VERSION).unwrap();
+        assert_eq!(frame.kind, Kind::Batch);
+        assert_eq!(frame.body.u32("count").unwrap(), 1);
+        assert_eq!(frame.body.u8("entry").unwrap(), ENTRY_TELL);
+        assert_eq!(frame.body.tag().unwrap(), ("t", 3));
+        let payload = frame.body.payload(1 << 20).unwrap();
+        let value: (u32, String) = decode(payload, "test").unwrap();
+        assert_eq!(value, (7, "seven".to_string()));
+        assert!(frame.body.is_empty());
+
+        // Every prefix of the frame is refused as truncated or malformed, never read past.
+        for cut in 0..buf.len() {
+            let Ok(mut frame) = open(&buf[..cut], WIRE_VERSION) else {
+                continue;
+            };
+            let walk = (|| -> Result<(), Refusal> {
+                frame.body.u32("count")?;
+                frame.body.u8("entry")?;
+                frame.body.tag()?;
+                let p = frame.body.payload(1 << 20)?;
+                decode::<(u32, String)>(p, "test")?;
+                Ok(())
+            })();
+            assert!(walk.is_err(), "a frame cut at {cut} was accepted");
+        }
+    }
+
+    #[test]
+    fn other_versions_and_oversized_payloads_are_refused() {
+        let mut buf = Vec::new();
+        start_batch(&mut buf, 9);
+        let Err(refusal) = open(&buf, WIRE_VERSION) else {
+            panic!("version 9 accepted")
+        };
+        assert_eq!(refusal.kind, RefusalKind::WireVersion);
+        let mut big = Vec::new();
+        put_payload(&mut big, &vec![1u8; 100]).unwrap();
+        let mut reader = Reader { rest: &big };
+        assert_eq!(reader.payload(10).unwrap_err().kind, RefusalKind::Oversized);
+        assert!(open(b"XX\x01\x01", WIRE_VERSION).is_err());
+        assert!(open(b"TR\x01\x09", WIRE_VERSION).is_err());
+    }
+}
