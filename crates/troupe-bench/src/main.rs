@@ -9,6 +9,7 @@ mod compare;
 mod counter;
 mod fanout;
 mod features;
+mod remote;
 mod report;
 mod ring;
 mod spawn;
@@ -141,6 +142,26 @@ enum Command {
         /// Skip the capacity search.
         #[arg(long)]
         no_open: bool,
+    },
+    /// Actors across processes over NATS: ask round trips (rate, p50, p99) and one-way tells
+    /// to an actor in a second process, beside the same in one process and beside NATS
+    /// request-reply by itself; and the wire's two candidate encodings. Starts its own
+    /// nats-server on a free loopback port (installed by scripts/install-nats-server.sh when
+    /// missing).
+    Remote {
+        /// Sequential asks per measurement (1-10000000).
+        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        asks: u64,
+        /// One-way tells per measurement (1-1000000000).
+        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+        messages: u64,
+    },
+    /// The serving side of `remote`, started by it as a second process.
+    #[command(hide = true)]
+    RemoteServe {
+        /// The NATS server to connect to.
+        #[arg(long)]
+        url: String,
     },
     /// Every scenario with the seeds' sizes (about four minutes on 2 cores); writes the results
     /// and the HTML report into `<results-dir>/all-<UTC time>/`.
@@ -401,6 +422,17 @@ fn run() -> Result<()> {
             mode,
             g.placement.into(),
         ),
+        Command::Remote { asks, messages } => remote::run(
+            &runner,
+            &config,
+            if quick { asks.min(200) } else { asks },
+            if quick {
+                messages.min(10_000)
+            } else {
+                messages
+            },
+        ),
+        Command::RemoteServe { url } => remote::serve(&url, &config),
         Command::Store { runs, no_open } => {
             store::run(&runner, &store::config(quick, runs as usize, !no_open))
         }

@@ -530,6 +530,11 @@ impl Node {
         shut_down(&self.inner.owned);
     }
 
+    /// The tokio runtime the node's traffic runs on (the caller's, or the node's own).
+    pub fn runtime(&self) -> &Handle {
+        &self.inner.handle
+    }
+
     /// Runs `future` on the node's runtime, blocking this thread until it finishes. For plain
     /// threads and actors, never from inside an async context.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {

@@ -207,6 +207,27 @@ pub(crate) fn put_tag(buf: &mut Vec<u8>, name: &str, version: u16) {
     buf.extend_from_slice(&version.to_le_bytes());
 }
 
+/// Appends `value` to `buf`, encoded with postcard.
+///
+/// Values up to 64 bytes (most messages) are encoded into a stack buffer and copied in one
+/// go: postcard's `Vec` flavor extends the vector byte by byte, and an order-sized message took
+/// 47 ns that way against 28 ns this way (`troupe-bench remote`, encode_ns). A larger value
+/// pays for the failed attempt, then takes the `Vec` way.
+pub fn encode_into<T: Serialize>(buf: &mut Vec<u8>, value: &T) -> Result<(), postcard::Error> {
+    let mut stack = [0u8; 64];
+    match postcard::to_slice(value, &mut stack) {
+        Ok(used) => {
+            buf.extend_from_slice(used);
+            Ok(())
+        }
+        Err(postcard::Error::SerializeBufferFull) => {
+            *buf = postcard::to_extend(value, std::mem::take(buf))?;
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Appends `value` as a length-prefixed postcard payload.
 pub(crate) fn put_payload<T: Serialize>(
     buf: &mut Vec<u8>,
@@ -214,11 +235,9 @@ pub(crate) fn put_payload<T: Serialize>(
 ) -> Result<(), postcard::Error> {
     let at = buf.len();
     buf.extend_from_slice(&[0; 4]);
-    let taken = std::mem::take(buf);
-    let mut grown = postcard::to_extend(value, taken)?;
-    let len = (grown.len() - at - 4) as u32;
-    grown[at..at + 4].copy_from_slice(&len.to_le_bytes());
-    *buf = grown;
+    encode_into(buf, value)?;
+    let len = (buf.len() - at - 4) as u32;
+    buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
     Ok(())
 }
 
