@@ -419,6 +419,7 @@ impl Node {
             name: name.to_string(),
             addr,
             routes: HashMap::new(),
+            group: None,
         }
     }
 
@@ -1028,8 +1029,13 @@ impl<R: DeserializeOwned + Send + 'static> RemoteAsk<R> {
             Ok(Ok(Err(e))) => Err(e),
             Ok(Err(_)) => Err(RemoteError::Closed),
             Err(_) => {
-                // Say which: nobody exports the name (any more), or it is slow.
-                match self.node.inner.locate(&self.name).await {
+                // Say which: nobody exports the name (any more), or it is slow. The look-up
+                // takes no longer than the ask itself was given.
+                let look = tokio::time::timeout(self.timeout, self.node.inner.locate(&self.name));
+                match look
+                    .await
+                    .unwrap_or(Err(RemoteError::TimedOut(self.timeout)))
+                {
                     Err(RemoteError::Unreachable(name)) => Err(RemoteError::Unreachable(name)),
                     _ => Err(RemoteError::TimedOut(self.timeout)),
                 }
@@ -1067,9 +1073,18 @@ pub struct ExportBuilder<A: Actor> {
     name: String,
     addr: Addr<A>,
     routes: HashMap<&'static str, (u16, Route)>,
+    group: Option<String>,
 }
 
 impl<A: Actor> ExportBuilder<A> {
+    /// Exports into a queue group: actors exported under the same name and group (in any
+    /// process) share the traffic, each batch frame going to one of them. For stateless
+    /// actors; one sender's messages may then be handled by different actors.
+    pub fn in_group(mut self, group: &str) -> Self {
+        self.group = Some(group.to_string());
+        self
+    }
+
     /// Accepts `M` from the wire: decoded, then told or asked to the actor as in-process.
     pub fn accept<M: RemoteMessage>(mut self) -> Self
     where
@@ -1133,11 +1148,19 @@ impl<A: Actor> ExportBuilder<A> {
         if inner.closed.load(Ordering::Acquire) {
             return Err(RemoteError::Closed);
         }
-        let mut sub = inner
-            .client
-            .subscribe(export_subject(&self.name))
-            .await
-            .map_err(|_| RemoteError::Unreachable(self.name.clone()))?;
+        if let Some(group) = &self.group {
+            check_name(group)?;
+        }
+        let subscribed = match &self.group {
+            Some(group) => {
+                inner
+                    .client
+                    .queue_subscribe(export_subject(&self.name), group.clone())
+                    .await
+            }
+            None => inner.client.subscribe(export_subject(&self.name)).await,
+        };
+        let mut sub = subscribed.map_err(|_| RemoteError::Unreachable(self.name.clone()))?;
         // Exported once the server has the subscription: a message sent after `start` returns
         // reaches the actor.
         server_has_seen(&inner.client)

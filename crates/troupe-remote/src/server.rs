@@ -56,57 +56,89 @@ fn port_after(text: &str, key: &str) -> Option<u16> {
     url[..end].rsplit(':').next()?.parse().ok()
 }
 
-/// The `nats-server` to run: on PATH, or installed now by the project's script.
+/// `(major, minor)` of a nats-server binary, from `--version`.
+fn version_of(binary: &std::path::Path) -> Option<(u32, u32)> {
+    let out = Command::new(binary).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = text.split('v').nth(1)?;
+    let mut parts = v.trim().split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// The `nats-server` to run: one of version 2.10 or later (JetStream as the client speaks
+/// it) built by the project's script into `target/tools/`, or on PATH; made present by
+/// `scripts/install-nats-server.sh` when there is none. An older one on PATH is used if
+/// nothing newer can be had (everything but JetStream works with it).
 pub fn nats_server_binary() -> io::Result<PathBuf> {
-    let find = || -> Option<PathBuf> {
-        let out = Command::new("sh")
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let candidates = || -> Vec<PathBuf> {
+        let mut found = vec![root.join("target/tools/nats-server")];
+        if let Ok(out) = Command::new("sh")
             .args(["-c", "command -v nats-server"])
             .output()
-            .ok()?;
-        let path = String::from_utf8(out.stdout).ok()?;
-        let path = path.trim();
-        (out.status.success() && !path.is_empty()).then(|| PathBuf::from(path))
+        {
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if out.status.success() && !path.is_empty() {
+                found.push(PathBuf::from(path));
+            }
+        }
+        found.retain(|p| p.exists());
+        found
     };
-    if let Some(found) = find() {
+    let pick = |all: &[PathBuf]| {
+        all.iter()
+            .find(|p| version_of(p).is_some_and(|v| v >= (2, 10)))
+            .cloned()
+    };
+    if let Some(found) = pick(&candidates()) {
         return Ok(found);
     }
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-nats-server.sh");
-    let status = Command::new("bash").arg(&script).status();
-    match (status, find()) {
-        (Ok(s), Some(found)) if s.success() => Ok(found),
-        _ => Err(io::Error::new(
+    let script = root.join("scripts/install-nats-server.sh");
+    let _ = Command::new("bash").arg(&script).status();
+    let all = candidates();
+    pick(&all).or_else(|| all.first().cloned()).ok_or_else(|| {
+        io::Error::new(
             io::ErrorKind::NotFound,
-            "nats-server is not installed and could not be installed: run \
-             scripts/install-nats-server.sh as root (or apt-get install nats-server)",
-        )),
-    }
+            "nats-server is not installed and could not be: run scripts/install-nats-server.sh \
+             (it builds one with Go, or installs Debian's as root)",
+        )
+    })
 }
 
 impl NatsServer {
     /// One server on a free loopback port (chosen by the server itself), ready for clients when
     /// this returns.
     pub fn start() -> io::Result<NatsServer> {
-        Self::spawn(None, "single")
+        Self::spawn(None, "single", false)
+    }
+
+    /// One server with JetStream on (its store in a temporary directory removed with it): for
+    /// key-value leases.
+    pub fn start_jetstream() -> io::Result<NatsServer> {
+        Self::spawn(None, "jetstream", true)
     }
 
     /// A cluster of `n` servers on loopback: the first is the seed the others route to (they
     /// learn each other from it), and each is ready for clients when this returns.
     pub fn cluster(n: usize) -> io::Result<Vec<NatsServer>> {
         let mut servers = Vec::with_capacity(n);
-        let seed = Self::spawn(Some(None), "node0")?;
+        let seed = Self::spawn(Some(None), "node0", false)?;
         let seed_route = seed
             .cluster_port
             .map(|port| format!("nats-route://127.0.0.1:{port}"));
         servers.push(seed);
         for i in 1..n {
-            servers.push(Self::spawn(Some(seed_route.clone()), &format!("node{i}"))?);
+            servers.push(Self::spawn(
+                Some(seed_route.clone()),
+                &format!("node{i}"),
+                false,
+            )?);
         }
         Ok(servers)
     }
 
     /// `cluster`: `None` for a lone server, `Some(seed route)` for a member of a cluster.
-    fn spawn(cluster: Option<Option<String>>, tag: &str) -> io::Result<Self> {
+    fn spawn(cluster: Option<Option<String>>, tag: &str, jetstream: bool) -> io::Result<Self> {
         let binary = nats_server_binary()?;
         let dir = tempdir::TempDir::new(tag)?;
         let mut cmd = Command::new(binary);
@@ -117,6 +149,11 @@ impl NatsServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if jetstream {
+            cmd.arg("--jetstream")
+                .arg("--store_dir")
+                .arg(dir.path().join("js"));
+        }
         if let Some(seed) = &cluster {
             cmd.args([
                 "--name",

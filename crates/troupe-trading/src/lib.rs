@@ -40,6 +40,7 @@
 
 mod book;
 mod client;
+pub mod dist;
 mod engine;
 mod exchange;
 mod flush;

@@ -164,6 +164,30 @@ enum Command {
         #[arg(long)]
         salvage: bool,
     },
+    /// One engine of a pair in its own process, over NATS (the distributed mode): replays its
+    /// log, serves as a receiver too, and becomes primary or standby by a lease on NATS
+    /// key-value (JetStream must be on). Runs until killed; exits with code 3 when it loses
+    /// the lease as primary.
+    Node {
+        /// NATS server URL(s), comma-separated.
+        #[arg(long)]
+        nats: String,
+        /// The engine pair it serves (0-2 in the seed market).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(0..=2))]
+        pair: u64,
+        /// Its name: letters, digits, '-' and '_' (1-64); the same after a restart.
+        #[arg(long)]
+        name: String,
+        /// Its log directory (its own; created if missing, recovered first).
+        #[arg(long)]
+        dir: PathBuf,
+        /// Log mode.
+        #[arg(long, default_value = "buffered", value_parser = log_parser())]
+        log: LogMode,
+        /// The lease in milliseconds (200-60000): how long a silent primary keeps its pair.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(200..=60_000))]
+        lease_ms: u64,
+    },
     /// Reads the logs in a directory (read-only: changes nothing) and prints what they hold.
     Inspect {
         /// Log directory to read (nothing in it is changed or created).
@@ -383,6 +407,7 @@ enum Job {
         dir: PathBuf,
         plan: run::InspectPlan,
     },
+    Node(troupe_trading::dist::NodeConfig),
     Bench {
         json: bool,
         results_dir: PathBuf,
@@ -506,6 +531,32 @@ fn prepare(cli: Cli) -> Result<(Setup, Job)> {
                     salvage,
                 },
             }
+        }
+        Command::Node {
+            nats,
+            pair,
+            name,
+            dir,
+            log,
+            lease_ms,
+        } => {
+            refuse_scratch(&g, "node")?;
+            let ok = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if !ok {
+                bail!("--name {name:?}: use 1-64 letters, digits, '-' or '_'");
+            }
+            Job::Node(troupe_trading::dist::NodeConfig {
+                nats,
+                pair: pair as usize,
+                name,
+                log_dir: dir,
+                log,
+                lease: std::time::Duration::from_millis(lease_ms),
+            })
         }
         Command::Inspect {
             dir,
@@ -859,6 +910,15 @@ fn execute(setup: &Setup, job: Job) -> Result<()> {
     match job {
         Job::Run { dir, plan } => run::run(setup, &dir, &plan),
         Job::Inspect { dir, plan } => run::inspect(setup, &dir, &plan),
+        Job::Node(config) => {
+            let name = config.name.clone();
+            let _node = troupe_trading::dist::start_node(config)?;
+            eprintln!("node {name}: ready");
+            println!("READY");
+            loop {
+                std::thread::park();
+            }
+        }
         Job::Bench {
             json,
             results_dir,

@@ -1,0 +1,1110 @@
+//! The trading system across processes, over NATS (`troupe-remote`): each engine of a pair
+//! runs in its own process (a *node*), order receivers form a NATS queue group, and a lease on
+//! NATS key-value decides which node of a pair is primary.
+//!
+//! ## Who is primary, and why two primaries cannot both acknowledge
+//! - Two key-value buckets: `trading_lease` (entries expire `lease` after their last write) and
+//!   `trading_sync` (no expiry). The lease key `pair-<p>` names the primary; the sync key
+//!   `pair-<p>` names the nodes that hold every acknowledged order of the pair (the primary,
+//!   and the standby once it is in step).
+//! - A node takes the lease only with a create (it fails if any node holds it), and only if the
+//!   sync key names it (or does not exist yet: a new pair). Its epoch is the revision of that
+//!   create, which only grows.
+//! - The primary renews every `lease / 4` with a compare-and-set on the revision it holds; a
+//!   failed compare-and-set means another node took over, and the node exits at once. It also
+//!   acknowledges nothing once `lease - margin` has passed since it sent its last successful
+//!   renewal (its own clock): by then the entry may have expired on the server.
+//! - Replication is apply-after-ack: the primary sends `Replicate { epoch, seq, order }`, the
+//!   standby applies and logs it and answers, and only then does the primary apply, log and
+//!   acknowledge. So the standby always holds every order the primary holds, a killed primary's
+//!   log is a prefix of the survivor's, and a restarted node catches up by fetching what follows
+//!   its last order.
+//! - A standby that stops answering is dropped: the primary first rewrites the sync key without
+//!   it (compare-and-set), and only then acknowledges alone. A dropped standby cannot take over.
+//! - A standby refuses `Replicate` from an epoch older than one it has seen.
+//!
+//! ## Clients
+//! A client asks `Submit` of any receiver (the queue group `trading.receive`), which validates
+//! and forwards `Place` to the primary of the order's pair. On an error or time-out the client
+//! sends the same order again (same client order id). The books remember every accepted key,
+//! so an order already applied answers `Duplicate`, which the client counts as acknowledged:
+//! an order is applied at most once, and every acknowledged order is on every node the sync
+//! key names.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use troupe::{Actor, Addr, Context, Deferred, Handler, Message, System};
+use troupe_remote::{Node, NodeOptions, RemoteError, RemoteMessage, RemoteRecipient};
+
+use crate::log::{Journal, LogMode};
+use crate::market::Market;
+use crate::order::{ClientId, InstrumentId, NewOrder, Order, OrderKey, RejectReason, Role, Side};
+use crate::shard::Shard;
+
+/// An order on the wire (validated again by whoever receives it).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WireOrder {
+    /// The client.
+    pub client: u32,
+    /// The client's id for the order.
+    pub client_order_id: u64,
+    /// The instrument.
+    pub instrument: u16,
+    /// Buy (true) or sell.
+    pub buy: bool,
+    /// Limit price in ticks.
+    pub price: i32,
+    /// Volume.
+    pub volume: i32,
+}
+
+impl WireOrder {
+    fn new_order(&self) -> NewOrder {
+        NewOrder::limit(
+            ClientId(self.client),
+            self.client_order_id,
+            InstrumentId(self.instrument),
+            if self.buy { Side::Buy } else { Side::Sell },
+            self.price,
+            self.volume,
+        )
+    }
+
+    fn of(order: &Order) -> Self {
+        WireOrder {
+            client: order.client().0,
+            client_order_id: order.client_order_id(),
+            instrument: order.instrument().0,
+            buy: order.side() == Side::Buy,
+            price: order.price() as i32,
+            volume: order.volume() as i32,
+        }
+    }
+}
+
+/// An acknowledged order.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DistAck {
+    /// The client's id for the order.
+    pub client_order_id: u64,
+    /// Its sequence number in its pair's history.
+    pub seq: u64,
+    /// Volume traded on arrival.
+    pub filled: u32,
+    /// The epoch of the primary that acknowledged it.
+    pub epoch: u64,
+}
+
+/// Why an order was not acknowledged.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DistError {
+    /// Refused for good (bad order, or the key was used by another order).
+    #[error("rejected: {0}")]
+    Rejected(String),
+    /// The key was already applied: a resend of an order that is in the book.
+    #[error("already applied")]
+    Duplicate,
+    /// No primary can acknowledge now (failover, lease lost, order in flight): send again.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The client's order, to any receiver.
+#[derive(Message, Serialize, Deserialize)]
+#[reply(Result<DistAck, DistError>)]
+pub struct Submit(pub WireOrder);
+impl RemoteMessage for Submit {
+    const NAME: &'static str = "trading.submit";
+}
+
+/// A receiver's order, to the primary of its pair.
+#[derive(Message, Serialize, Deserialize)]
+#[reply(Result<DistAck, DistError>)]
+pub struct Place(pub WireOrder);
+impl RemoteMessage for Place {
+    const NAME: &'static str = "trading.place";
+}
+
+/// The primary's order, to its standby.
+#[derive(Message, Serialize, Deserialize)]
+#[reply(Result<u64, String>)]
+pub struct Replicate {
+    /// The sender's epoch.
+    pub epoch: u64,
+    /// The order's sequence number.
+    pub seq: u64,
+    /// The order.
+    pub order: WireOrder,
+}
+impl RemoteMessage for Replicate {
+    const NAME: &'static str = "trading.replicate";
+}
+
+/// A node asks the primary to be its standby: the orders after `applied` come back.
+#[derive(Message, Serialize, Deserialize)]
+#[reply(Result<Vec<WireOrder>, String>)]
+pub struct Join {
+    /// The node's name.
+    pub node: String,
+    /// Orders it holds.
+    pub applied: u64,
+    /// The key of its last order, to check its history is a prefix of the primary's.
+    pub last: Option<(u32, u64)>,
+}
+impl RemoteMessage for Join {
+    const NAME: &'static str = "trading.join";
+}
+
+/// What a node holds.
+#[derive(Message, Serialize, Deserialize)]
+#[reply(NodeState)]
+pub struct GetState;
+impl RemoteMessage for GetState {
+    const NAME: &'static str = "trading.state";
+}
+
+/// A node's state, for tests and operators.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct NodeState {
+    /// The node's name.
+    pub node: String,
+    /// Its pair.
+    pub pair: usize,
+    /// True if it is the primary now.
+    pub primary: bool,
+    /// Its epoch as primary, or the highest epoch it has seen as standby.
+    pub epoch: u64,
+    /// Orders applied.
+    pub applied: u64,
+    /// The state hash of its books (equal on nodes with equal histories).
+    pub hash: u64,
+    /// The keys of every order it has applied, in order.
+    pub keys: Vec<(u32, u64)>,
+}
+
+/// A node's configuration.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// NATS server URL(s), comma-separated.
+    pub nats: String,
+    /// The engine pair this node serves.
+    pub pair: usize,
+    /// The node's name: stable across restarts (its log directory is its own).
+    pub name: String,
+    /// Its log directory.
+    pub log_dir: PathBuf,
+    /// Its log mode.
+    pub log: LogMode,
+    /// The lease: how long a silent primary keeps the pair.
+    pub lease: Duration,
+}
+
+fn primary_name(pair: usize) -> String {
+    format!("trading.pair.{pair}.primary")
+}
+
+fn node_export(pair: usize, node: &str) -> String {
+    format!("trading.pair.{pair}.node.{node}")
+}
+
+/// The receivers' queue group name.
+pub const RECEIVE: &str = "trading.receive";
+
+const LEASE_BUCKET: &str = "trading_lease";
+const SYNC_BUCKET: &str = "trading_sync";
+
+/// The sync key's value: who holds every acknowledged order.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+struct InSync {
+    primary: String,
+    standby: Option<String>,
+    epoch: u64,
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// NATS or its key-value store.
+    #[error("nats: {0}")]
+    Nats(String),
+    /// The log.
+    #[error("log: {0}")]
+    Log(String),
+    /// The configuration.
+    #[error("{0}")]
+    Config(String),
+}
+
+fn nats<E: std::fmt::Display>(e: E) -> NodeError {
+    NodeError::Nats(e.to_string())
+}
+
+/// A running node. Dropping it does not stop it: a node runs until its process ends.
+pub struct NodeHandle {
+    /// The node's NATS connection.
+    pub remote: Node,
+    /// The actor system.
+    pub system: System,
+}
+
+/// Starts a node: replays its log, exports its engine and a receiver, and contends for its
+/// pair's lease. A node that loses the lease while primary ends the process (exit code 3).
+pub fn start_node(config: NodeConfig) -> Result<NodeHandle, NodeError> {
+    let market = Arc::new(Market::seed());
+    if config.pair >= market.pairs() {
+        return Err(NodeError::Config(format!(
+            "pair {} does not exist (the market has {})",
+            config.pair,
+            market.pairs()
+        )));
+    }
+    if config.lease < Duration::from_millis(200) || config.lease > Duration::from_secs(60) {
+        return Err(NodeError::Config(format!(
+            "lease {:?} is outside 200 ms ..= 60 s",
+            config.lease
+        )));
+    }
+    std::fs::create_dir_all(&config.log_dir).map_err(|e| NodeError::Log(e.to_string()))?;
+    let recovered = Journal::open(&config.log_dir, config.pair, Role::Primary, config.log)
+        .map_err(|e| NodeError::Log(e.to_string()))?;
+    let mut shard = Shard::new(&market, config.pair, Role::Primary);
+    for order in &recovered.orders {
+        shard
+            .replay(order)
+            .map_err(|e| NodeError::Log(format!("replaying the log: {e}")))?;
+    }
+    let history = recovered.orders.clone();
+    shard.attach(recovered.journal);
+
+    let system = System::new();
+    let remote = Node::connect_blocking(
+        &config.nats,
+        NodeOptions {
+            ask_timeout: Duration::from_secs(2),
+            ..NodeOptions::default()
+        },
+    )
+    .map_err(nats)?;
+    let engine = system.spawn(Engine {
+        market: market.clone(),
+        pair: config.pair,
+        name: config.name.clone(),
+        remote: remote.clone(),
+        shard,
+        history,
+        mode: Mode::Standby,
+        epoch: 0,
+        lease_until: Instant::now(),
+        standby: None,
+        inflight: VecDeque::new(),
+        inflight_keys: HashSet::new(),
+        buffered: BTreeMap::new(),
+        lease: None,
+        me: None,
+    });
+    remote
+        .export(&node_export(config.pair, &config.name), engine.clone())
+        .accept::<Replicate>()
+        .accept::<GetState>()
+        .start_blocking()
+        .map_err(nats)?;
+    let receiver = system.spawn(Receiver {
+        market,
+        remote: remote.clone(),
+        primaries: Vec::new(),
+    });
+    remote
+        .export(RECEIVE, receiver)
+        .accept::<Submit>()
+        .in_group("receivers")
+        .start_blocking()
+        .map_err(nats)?;
+    let lease = remote.block_on(Lease::open(&config, engine.clone()))?;
+    engine
+        .tell(UseLease(lease.clone()))
+        .map_err(|_| NodeError::Config("the engine stopped".into()))?;
+    remote.runtime().spawn(lease.run());
+    Ok(NodeHandle { remote, system })
+}
+
+/// The lease keeper: a tokio task.
+#[derive(Clone)]
+struct Lease {
+    leases: kv::Store,
+    syncs: kv::Store,
+    key: String,
+    name: String,
+    lease: Duration,
+    engine: Addr<Engine>,
+}
+
+impl Lease {
+    async fn open(config: &NodeConfig, engine: Addr<Engine>) -> Result<Self, NodeError> {
+        let client = async_nats::connect(config.nats.split(',').next().unwrap_or_default())
+            .await
+            .map_err(nats)?;
+        let js = jetstream::new(client);
+        let bucket = |name: &str, max_age: Duration| kv::Config {
+            bucket: name.to_string(),
+            history: 1,
+            max_age,
+            ..Default::default()
+        };
+        let leases = match js.get_key_value(LEASE_BUCKET).await {
+            Ok(store) => store,
+            Err(_) => js
+                .create_key_value(bucket(LEASE_BUCKET, config.lease))
+                .await
+                .map_err(nats)?,
+        };
+        let syncs = match js.get_key_value(SYNC_BUCKET).await {
+            Ok(store) => store,
+            Err(_) => js
+                .create_key_value(bucket(SYNC_BUCKET, Duration::ZERO))
+                .await
+                .map_err(nats)?,
+        };
+        Ok(Lease {
+            leases,
+            syncs,
+            key: format!("pair-{}", config.pair),
+            name: config.name.clone(),
+            lease: config.lease,
+            engine,
+        })
+    }
+
+    async fn read_sync(&self) -> Option<(InSync, u64)> {
+        let entry = self.syncs.entry(self.key.clone()).await.ok()??;
+        let value = serde_json::from_slice(&entry.value).ok()?;
+        Some((value, entry.revision))
+    }
+
+    /// Rewrites the sync key (compare-and-set). False if another node changed it.
+    async fn write_sync(&self, value: &InSync) -> bool {
+        let bytes = Bytes::from(serde_json::to_vec(value).expect("plain struct"));
+        match self.read_sync().await {
+            Some((_, revision)) => self.syncs.update(&self.key, bytes, revision).await.is_ok(),
+            None => self.syncs.create(&self.key, bytes).await.is_ok(),
+        }
+    }
+
+    async fn run(self) {
+        let poll = (self.lease / 10).max(Duration::from_millis(20));
+        loop {
+            // Standby: take the lease when it is free and the sync key names this node.
+            tokio::time::sleep(poll).await;
+            if self
+                .leases
+                .entry(self.key.clone())
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                continue;
+            }
+            let eligible = match self.read_sync().await {
+                None => true,
+                Some((sync, _)) => {
+                    sync.primary == self.name || sync.standby.as_deref() == Some(&self.name)
+                }
+            };
+            if !eligible {
+                continue;
+            }
+            let sent = Instant::now();
+            let Ok(revision) = self
+                .leases
+                .create(&self.key, Bytes::from(self.name.clone()))
+                .await
+            else {
+                continue;
+            };
+            let epoch = revision;
+            // The sync key names this node alone until a standby is in step.
+            let sync = InSync {
+                primary: self.name.clone(),
+                standby: None,
+                epoch,
+            };
+            if !self.write_sync(&sync).await {
+                eprintln!(
+                    "node {}: the sync key changed under a new primary; exiting",
+                    self.name
+                );
+                std::process::exit(3);
+            }
+            let until = sent + self.lease.saturating_sub(self.margin());
+            if self.engine.tell(BecomePrimary { epoch, until }).is_err() {
+                return;
+            }
+            self.keep(revision).await;
+            return;
+        }
+    }
+
+    fn margin(&self) -> Duration {
+        self.lease / 4
+    }
+
+    /// Primary: renews until the lease is lost, then ends the process.
+    async fn keep(&self, mut revision: u64) {
+        let every = self.lease / 4;
+        loop {
+            tokio::time::sleep(every).await;
+            let sent = Instant::now();
+            match self
+                .leases
+                .update(&self.key, Bytes::from(self.name.clone()), revision)
+                .await
+            {
+                Ok(next) => {
+                    revision = next;
+                    let until = sent + self.lease.saturating_sub(self.margin());
+                    let _ = self.engine.tell(Renewed { until });
+                }
+                Err(e) => {
+                    // Either another node holds the lease now, or the server is unreachable:
+                    // the engine stops acknowledging at `until` either way. A wrong revision
+                    // is final.
+                    let current = self.leases.entry(self.key.clone()).await;
+                    let taken = matches!(&current, Ok(Some(entry)) if entry.value != self.name.as_bytes())
+                        || matches!(&current, Ok(None));
+                    eprintln!("node {}: lease renewal failed: {}", self.name, e);
+                    if taken {
+                        eprintln!("node {}: lost the lease; exiting", self.name);
+                        std::process::exit(3);
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Mode {
+    Standby,
+    Primary,
+}
+
+struct StandbyLink {
+    name: String,
+    replicate: RemoteRecipient<Replicate>,
+    /// Named in the sync key.
+    listed: bool,
+    /// A sync-key change for this standby is under way.
+    changing: bool,
+}
+
+/// Where a primary's answer to `Place` goes once the order is settled.
+type PlaceReply = Deferred<Result<DistAck, DistError>>;
+
+/// One node's engine: a primary or a standby of its pair.
+struct Engine {
+    market: Arc<Market>,
+    pair: usize,
+    name: String,
+    remote: Node,
+    shard: Shard,
+    history: Vec<Order>,
+    mode: Mode,
+    epoch: u64,
+    lease_until: Instant,
+    standby: Option<StandbyLink>,
+    /// Primary: orders sent to the standby, not yet applied here.
+    inflight: VecDeque<(u64, Order, PlaceReply)>,
+    inflight_keys: HashSet<OrderKey>,
+    /// Standby: orders that arrived ahead of a gap, by sequence number.
+    buffered: BTreeMap<u64, (Order, Deferred<Result<u64, String>>)>,
+    lease: Option<Lease>,
+    me: Option<Addr<Engine>>,
+}
+
+impl Actor for Engine {
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.myself());
+        // A standby (re)joins its primary every so often: at start, after a restart, after
+        // being dropped. Joining an in-step standby again costs one round trip.
+        ctx.send_interval(Duration::from_millis(300), || JoinTick);
+    }
+}
+
+struct JoinTick;
+impl Message for JoinTick {
+    type Reply = ();
+}
+impl Handler<JoinTick> for Engine {
+    fn handle(&mut self, _: JoinTick, _: &mut Context<Self>) {
+        self.join();
+    }
+}
+
+struct UseLease(Lease);
+impl Message for UseLease {
+    type Reply = ();
+}
+impl Handler<UseLease> for Engine {
+    fn handle(&mut self, m: UseLease, _: &mut Context<Self>) {
+        self.lease = Some(m.0);
+    }
+}
+
+struct BecomePrimary {
+    epoch: u64,
+    until: Instant,
+}
+impl Message for BecomePrimary {
+    type Reply = ();
+}
+impl Handler<BecomePrimary> for Engine {
+    fn handle(&mut self, m: BecomePrimary, ctx: &mut Context<Self>) {
+        self.mode = Mode::Primary;
+        self.epoch = m.epoch;
+        self.lease_until = m.until;
+        self.standby = None;
+        // Orders held for a gap will never be filled by the old primary.
+        for (_, (_, reply)) in std::mem::take(&mut self.buffered) {
+            let _ = reply.send(Err("the standby became primary".into()));
+        }
+        eprintln!(
+            "node {}: primary of pair {} at epoch {} with {} orders",
+            self.name,
+            self.pair,
+            m.epoch,
+            self.shard.applied()
+        );
+        let exported = self
+            .remote
+            .export(&primary_name(self.pair), ctx.myself())
+            .accept::<Place>()
+            .accept::<Join>()
+            .start_blocking();
+        if let Err(e) = exported {
+            eprintln!("node {}: cannot export the primary: {}", self.name, e);
+            std::process::exit(3);
+        }
+    }
+}
+
+struct Renewed {
+    until: Instant,
+}
+impl Message for Renewed {
+    type Reply = ();
+}
+impl Handler<Renewed> for Engine {
+    fn handle(&mut self, m: Renewed, _: &mut Context<Self>) {
+        self.lease_until = self.lease_until.max(m.until);
+    }
+}
+
+impl Engine {
+    fn leased(&self) -> bool {
+        matches!(self.mode, Mode::Primary) && Instant::now() < self.lease_until
+    }
+
+    fn last_key(&self) -> Option<(u32, u64)> {
+        self.history
+            .last()
+            .map(|o| (o.client().0, o.client_order_id()))
+    }
+
+    /// Applies and logs an order here (every engine, in sequence order).
+    fn apply(&mut self, order: &Order) -> Result<u32, String> {
+        let fill = self.shard.apply(order).map_err(|e| e.to_string())?;
+        self.shard.commit().map_err(|e| format!("log: {e}"))?;
+        self.history.push(*order);
+        Ok(fill.filled)
+    }
+
+    fn join(&mut self) {
+        if matches!(self.mode, Mode::Primary) {
+            return;
+        }
+        let Ok(primary) = self.remote.recipient::<Join>(&primary_name(self.pair)) else {
+            return;
+        };
+        let ask = primary
+            .ask(Join {
+                node: self.name.clone(),
+                applied: self.shard.applied(),
+                last: self.last_key(),
+            })
+            .timeout(Duration::from_secs(1));
+        let Some(me) = self.me.clone() else { return };
+        let from = self.shard.applied();
+        self.remote.runtime().spawn(async move {
+            if let Ok(Ok(orders)) = ask.await {
+                let _ = me.tell(Joined { from, orders });
+            }
+        });
+    }
+
+    /// Standby: applies buffered orders that now follow.
+    fn drain_buffered(&mut self) {
+        while let Some(entry) = self.buffered.first_entry() {
+            if *entry.key() != self.shard.applied() + 1 {
+                break;
+            }
+            let (order, reply) = entry.remove();
+            let result = self.apply(&order).map(|_| self.shard.applied());
+            let _ = reply.send(result);
+        }
+    }
+
+    /// Primary: applies in-flight orders up to `upto` and acknowledges them.
+    fn settle(&mut self, upto: u64) {
+        while let Some((seq, _, _)) = self.inflight.front() {
+            if *seq > upto {
+                break;
+            }
+            let (seq, order, reply) = self.inflight.pop_front().expect("front");
+            self.inflight_keys.remove(&order.key());
+            let result = if self.leased() {
+                self.apply(&order)
+                    .map_err(DistError::Rejected)
+                    .map(|filled| DistAck {
+                        client_order_id: order.client_order_id(),
+                        seq,
+                        filled,
+                        epoch: self.epoch,
+                    })
+            } else {
+                // Not applied: a new primary will take the resend.
+                Err(DistError::Unavailable("the lease ran out".into()))
+            };
+            let _ = reply.send(result);
+        }
+        if !self.leased() && matches!(self.mode, Mode::Primary) {
+            eprintln!("node {}: the lease ran out; exiting", self.name);
+            std::process::exit(3);
+        }
+    }
+}
+
+struct Joined {
+    from: u64,
+    orders: Vec<WireOrder>,
+}
+impl Message for Joined {
+    type Reply = ();
+}
+impl Handler<Joined> for Engine {
+    fn handle(&mut self, m: Joined, _: &mut Context<Self>) {
+        if matches!(self.mode, Mode::Primary) {
+            return;
+        }
+        for (i, wire) in m.orders.iter().enumerate() {
+            let seq = m.from + 1 + i as u64;
+            if seq <= self.shard.applied() {
+                continue;
+            }
+            if seq != self.shard.applied() + 1 {
+                break;
+            }
+            match self.market.validate(&wire.new_order()) {
+                Ok(order) => {
+                    if let Err(e) = self.apply(&order) {
+                        eprintln!("node {}: catching up: {}", self.name, e);
+                        std::process::exit(3);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("node {}: catching up: a bad order: {}", self.name, e);
+                    return;
+                }
+            }
+        }
+        self.drain_buffered();
+    }
+}
+
+impl Handler<Replicate> for Engine {
+    fn handle(&mut self, m: Replicate, ctx: &mut Context<Self>) -> Result<u64, String> {
+        if matches!(self.mode, Mode::Primary) {
+            return Err(format!("{} is primary", self.name));
+        }
+        if m.epoch < self.epoch {
+            return Err(format!("epoch {} is older than {}", m.epoch, self.epoch));
+        }
+        self.epoch = m.epoch;
+        let order = self
+            .market
+            .validate(&m.order.new_order())
+            .map_err(|e| e.to_string())?;
+        let applied = self.shard.applied();
+        if m.seq <= applied {
+            return Ok(applied);
+        }
+        if m.seq == applied + 1 {
+            let result = self.apply(&order).map(|_| self.shard.applied());
+            self.drain_buffered();
+            return result;
+        }
+        // Ahead of a gap (the catch-up is still on its way): answered once applied.
+        let reply = ctx.reply_later::<Replicate>();
+        self.buffered.insert(m.seq, (order, reply));
+        if self.buffered.len() > 100_000 {
+            eprintln!(
+                "node {}: too far behind its primary; exiting to rejoin",
+                self.name
+            );
+            std::process::exit(3);
+        }
+        Ok(0) // ignored: deferred
+    }
+}
+
+impl Handler<GetState> for Engine {
+    fn handle(&mut self, _: GetState, _: &mut Context<Self>) -> NodeState {
+        NodeState {
+            node: self.name.clone(),
+            pair: self.pair,
+            primary: matches!(self.mode, Mode::Primary),
+            epoch: self.epoch,
+            applied: self.shard.applied(),
+            hash: self.shard.state_hash(),
+            keys: self
+                .history
+                .iter()
+                .map(|o| (o.client().0, o.client_order_id()))
+                .collect(),
+        }
+    }
+}
+
+impl Handler<Join> for Engine {
+    fn handle(&mut self, m: Join, _: &mut Context<Self>) -> Result<Vec<WireOrder>, String> {
+        if !self.leased() {
+            return Err("not primary".into());
+        }
+        if !self.inflight.is_empty() {
+            return Err("orders in flight; join again".into());
+        }
+        let applied = m.applied as usize;
+        if applied > self.history.len() {
+            return Err(format!(
+                "{} holds {applied} orders, the primary {}: histories diverged",
+                m.node,
+                self.history.len()
+            ));
+        }
+        let expected = applied.checked_sub(1).map(|i| {
+            (
+                self.history[i].client().0,
+                self.history[i].client_order_id(),
+            )
+        });
+        if expected != m.last {
+            return Err(format!(
+                "{}'s history is not a prefix of the primary's",
+                m.node
+            ));
+        }
+        let same = self.standby.as_ref().is_some_and(|s| s.name == m.node);
+        if !same
+            && self
+                .standby
+                .as_ref()
+                .is_some_and(|s| s.listed || s.changing)
+        {
+            // The sync key names another standby: it is dropped (unnamed first) when it stops
+            // answering, and only then may another node join.
+            return Err("another standby is named; join again later".into());
+        }
+        if !same {
+            let replicate = self
+                .remote
+                .recipient::<Replicate>(&node_export(self.pair, &m.node))
+                .map_err(|e| e.to_string())?;
+            self.standby = Some(StandbyLink {
+                name: m.node.clone(),
+                replicate,
+                listed: false,
+                changing: false,
+            });
+        }
+        Ok(self.history[applied..].iter().map(WireOrder::of).collect())
+    }
+}
+
+struct Replicated {
+    standby: String,
+    seq: u64,
+    result: Result<u64, String>,
+}
+impl Message for Replicated {
+    type Reply = ();
+}
+
+struct SyncWritten {
+    standby: Option<String>,
+    ok: bool,
+}
+impl Message for SyncWritten {
+    type Reply = ();
+}
+
+impl Handler<Place> for Engine {
+    fn handle(&mut self, m: Place, ctx: &mut Context<Self>) -> Result<DistAck, DistError> {
+        if !self.leased() {
+            return Err(DistError::Unavailable("not primary".into()));
+        }
+        let order = self
+            .market
+            .validate(&m.0.new_order())
+            .map_err(|e| DistError::Rejected(e.to_string()))?;
+        if self.inflight_keys.contains(&order.key()) {
+            return Err(DistError::Unavailable("the same order is in flight".into()));
+        }
+        match self.shard.check(&order) {
+            Err(RejectReason::DuplicateClientOrderId) => return Err(DistError::Duplicate),
+            Err(e) => return Err(DistError::Rejected(e.to_string())),
+            Ok(()) => {}
+        }
+        let Some(standby) = &self.standby else {
+            // Alone (the sync key names only this node): apply and acknowledge.
+            let filled = self.apply(&order).map_err(DistError::Rejected)?;
+            return Ok(DistAck {
+                client_order_id: order.client_order_id(),
+                seq: self.shard.applied(),
+                filled,
+                epoch: self.epoch,
+            });
+        };
+        let seq = self.shard.applied() + self.inflight.len() as u64 + 1;
+        let ask = standby
+            .replicate
+            .ask(Replicate {
+                epoch: self.epoch,
+                seq,
+                order: WireOrder::of(&order),
+            })
+            .timeout(Duration::from_millis(500));
+        let name = standby.name.clone();
+        let me = ctx.myself();
+        self.remote.runtime().spawn(async move {
+            let result = match ask.await {
+                Ok(r) => r,
+                Err(e) => Err(e.to_string()),
+            };
+            let _ = me.tell(Replicated {
+                standby: name,
+                seq,
+                result,
+            });
+        });
+        let reply = ctx.reply_later::<Place>();
+        self.inflight_keys.insert(order.key());
+        self.inflight.push_back((seq, order, reply));
+        Err(DistError::Unavailable(String::new())) // ignored: deferred
+    }
+}
+
+impl Handler<Replicated> for Engine {
+    fn handle(&mut self, m: Replicated, ctx: &mut Context<Self>) {
+        let Some(standby) = self.standby.as_mut().filter(|s| s.name == m.standby) else {
+            return;
+        };
+        let name = standby.name.clone();
+        let idle = !standby.changing;
+        let listed = standby.listed;
+        let result = match m.result {
+            Ok(applied) if applied < m.seq => Err(format!("answered {applied} for {}", m.seq)),
+            other => other,
+        };
+        match result {
+            Ok(applied) => {
+                if !listed && idle {
+                    // The standby holds every order up to `applied`, and every later
+                    // acknowledgement waits for it: name it in the sync key.
+                    standby.changing = true;
+                    self.write_sync(Some(name), ctx);
+                }
+                self.settle(applied);
+            }
+            Err(e) => {
+                eprintln!("node {}: dropping the standby {name}: {e}", self.name);
+                if listed {
+                    // Acknowledge alone only once the sync key no longer names it.
+                    if idle {
+                        standby.changing = true;
+                        self.write_sync(None, ctx);
+                    }
+                } else {
+                    self.standby = None;
+                    let upto = self.inflight.back().map_or(0, |(seq, _, _)| *seq);
+                    self.settle(upto);
+                }
+            }
+        }
+    }
+}
+
+impl Engine {
+    fn write_sync(&mut self, standby: Option<String>, ctx: &mut Context<Self>) {
+        let Some(lease) = self.lease.clone() else {
+            return;
+        };
+        let value = InSync {
+            primary: self.name.clone(),
+            standby: standby.clone(),
+            epoch: self.epoch,
+        };
+        let me = ctx.myself();
+        self.remote.runtime().spawn(async move {
+            let ok = lease.write_sync(&value).await;
+            let _ = me.tell(SyncWritten { standby, ok });
+        });
+    }
+}
+
+impl Handler<SyncWritten> for Engine {
+    fn handle(&mut self, m: SyncWritten, _: &mut Context<Self>) {
+        if !m.ok {
+            eprintln!(
+                "node {}: the sync key changed under this primary; exiting",
+                self.name
+            );
+            std::process::exit(3);
+        }
+        match m.standby {
+            Some(name) => {
+                if let Some(s) = self.standby.as_mut().filter(|s| s.name == name) {
+                    s.listed = true;
+                    s.changing = false;
+                }
+            }
+            None => {
+                // The standby is no longer named: what it has not acknowledged is applied here
+                // alone.
+                self.standby = None;
+                let upto = self.inflight.back().map_or(0, |(seq, _, _)| *seq);
+                self.settle(upto);
+            }
+        }
+    }
+}
+
+/// A stateless order receiver: validates and forwards to the primary of the order's pair.
+struct Receiver {
+    market: Arc<Market>,
+    remote: Node,
+    primaries: Vec<RemoteRecipient<Place>>,
+}
+
+impl Actor for Receiver {}
+
+impl Handler<Submit> for Receiver {
+    fn handle(&mut self, m: Submit, ctx: &mut Context<Self>) -> Result<DistAck, DistError> {
+        let order = self
+            .market
+            .validate(&m.0.new_order())
+            .map_err(|e| DistError::Rejected(e.to_string()))?;
+        let pair = self
+            .market
+            .pair_of(order.instrument())
+            .ok_or_else(|| DistError::Rejected("no pair".into()))?;
+        if self.primaries.is_empty() {
+            for p in 0..self.market.pairs() {
+                match self.remote.recipient::<Place>(&primary_name(p)) {
+                    Ok(r) => self.primaries.push(r),
+                    Err(e) => return Err(DistError::Unavailable(e.to_string())),
+                }
+            }
+        }
+        let ask = self.primaries[pair]
+            .ask(Place(m.0))
+            .timeout(Duration::from_secs(2));
+        let reply = ctx.reply_later::<Submit>();
+        self.remote.runtime().spawn(async move {
+            let result = match ask.await {
+                Ok(r) => r,
+                Err(RemoteError::Unreachable(_)) => {
+                    Err(DistError::Unavailable("no primary for the pair now".into()))
+                }
+                Err(e) => Err(DistError::Unavailable(e.to_string())),
+            };
+            let _ = reply.send(result);
+        });
+        Err(DistError::Unavailable(String::new())) // ignored: deferred
+    }
+}
+
+/// A client of the distributed system: resends an order until it is acknowledged.
+pub struct DistClient {
+    submit: RemoteRecipient<Submit>,
+    /// Resends made so far (errors and time-outs).
+    pub resends: u64,
+}
+
+/// An order's final answer at the client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placed {
+    /// Acknowledged (by the primary of `epoch`), or found already applied on a resend.
+    Acked(Option<DistAck>),
+    /// Refused for good.
+    Rejected(String),
+}
+
+impl DistClient {
+    /// A client on `node`'s connection.
+    pub fn new(node: &Node) -> Result<Self, RemoteError> {
+        Ok(DistClient {
+            submit: node.recipient::<Submit>(RECEIVE)?,
+            resends: 0,
+        })
+    }
+
+    /// Places `order`, resending it until it is acknowledged or `deadline` passes.
+    pub async fn place(
+        &mut self,
+        order: WireOrder,
+        deadline: Duration,
+    ) -> Result<Placed, DistError> {
+        let end = Instant::now() + deadline;
+        let mut sent_before = false;
+        loop {
+            // A short wait, then a resend: a receiver or primary that hangs (paused, cut off)
+            // still gets its share of the queue group until NATS notices, and an order costs
+            // well under a millisecond when all is well.
+            let answer = self
+                .submit
+                .ask(Submit(order))
+                .timeout(Duration::from_millis(500))
+                .await;
+            match answer {
+                Ok(Ok(ack)) => return Ok(Placed::Acked(Some(ack))),
+                // Applied by an earlier send whose answer was lost.
+                Ok(Err(DistError::Duplicate)) if sent_before => return Ok(Placed::Acked(None)),
+                Ok(Err(DistError::Rejected(why))) => return Ok(Placed::Rejected(why)),
+                Ok(Err(DistError::Duplicate)) => {
+                    return Ok(Placed::Rejected("duplicate key".into()))
+                }
+                Ok(Err(e @ DistError::Unavailable(_))) if Instant::now() >= end => return Err(e),
+                Err(e) if Instant::now() >= end => {
+                    return Err(DistError::Unavailable(e.to_string()))
+                }
+                _ => {
+                    sent_before = true;
+                    self.resends += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+}
+
+/// The state of a node, asked over NATS.
+pub async fn node_state(node: &Node, pair: usize, name: &str) -> Result<NodeState, RemoteError> {
+    node.recipient::<GetState>(&node_export(pair, name))?
+        .ask(GetState)
+        .timeout(Duration::from_secs(2))
+        .await
+}
