@@ -34,8 +34,14 @@ if [ -x "$tools/nats-server" ] && new_enough "$tools/nats-server"; then
     exit 0
 fi
 if command -v go >/dev/null 2>&1; then
-    echo "building nats-server $VERSION with Go into $tools (once)" >&2
     mkdir -p "$tools"
+    # Tests start servers in parallel: one build at a time, the others wait for it.
+    exec 9>"$tools/.nats-server.lock"
+    flock 9
+    if [ -x "$tools/nats-server" ] && new_enough "$tools/nats-server"; then
+        exit 0
+    fi
+    echo "building nats-server $VERSION with Go into $tools (once)" >&2
     GOBIN="$tools" GOFLAGS=-mod=mod go install "github.com/nats-io/nats-server/v2@$VERSION"
     "$tools/nats-server" --version >&2
     exit 0

@@ -60,7 +60,8 @@ fn port_after(text: &str, key: &str) -> Option<u16> {
 fn version_of(binary: &std::path::Path) -> Option<(u32, u32)> {
     let out = Command::new(binary).arg("--version").output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let v = text.split('v').nth(1)?;
+    // "nats-server: v2.12.3"
+    let v = text.trim().rsplit('v').next()?;
     let mut parts = v.trim().split('.');
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }

@@ -41,6 +41,7 @@
 mod book;
 mod client;
 pub mod dist;
+pub mod dist_harness;
 mod engine;
 mod exchange;
 mod flush;

@@ -189,6 +189,22 @@ fn bad_arguments_are_refused_clearly() {
     assert_bench_refused(&["open-loop", "--rates", "0"], &["--rates", "from 1 to"]);
     assert_refused(&["run", "--dir", "{dir}", "--clients", "0"], &["--clients"]);
     assert_refused(&["inspect"], &["--dir"]);
+    assert_refused(&["dist-bench", "--seconds", "0"], &["--seconds"]);
+    assert_refused(&["dist-bench", "--clients", "0"], &["--clients"]);
+    assert_refused(&["dist-bench", "--clients", "4,4"], &["--clients"]);
+    assert_refused(&["dist-bench", "--lease-ms", "10"], &["--lease-ms"]);
+    assert_refused(
+        &[
+            "node", "--nats", "x", "--pair", "3", "--name", "a", "--dir", "{dir}",
+        ],
+        &["--pair"],
+    );
+    assert_refused(
+        &[
+            "node", "--nats", "x", "--pair", "0", "--name", "a b", "--dir", "{dir}",
+        ],
+        &["--name"],
+    );
 }
 
 /// A client count is an OS thread or a client actor: 1 to 1000, everywhere, each once.

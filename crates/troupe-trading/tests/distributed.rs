@@ -9,90 +9,38 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use troupe_remote::server::NatsServer;
 use troupe_remote::{Node, NodeOptions};
-use troupe_trading::dist::{node_state, DistAck, DistClient, NodeState, Placed, WireOrder};
+use troupe_trading::dist::{DistAck, DistClient, NodeState, Placed, WireOrder};
+use troupe_trading::dist_harness::{self as harness, state, NodeProcess};
 
 const LEASE_MS: u64 = 1000;
 
-/// A node process, killed when the test ends (passed or failed).
-struct Proc {
-    child: Child,
-    name: String,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_node(url: &str, pair: usize, name: &str, dir: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe-trading"))
-        .args([
-            "node",
-            "--nats",
-            url,
-            "--pair",
-            &pair.to_string(),
-            "--name",
-            name,
-        ])
-        .arg("--dir")
-        .arg(dir)
-        .args(["--lease-ms", &LEASE_MS.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start a node");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if line.trim() == "READY" {
-                let _ = tx.send(());
-            }
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| panic!("node {name} did not start"));
-    Proc {
-        child,
-        name: name.to_string(),
-    }
-}
-
-fn signal(proc: &Proc, sig: i32) {
-    // SAFETY: kill(2) on a child process id we own; no memory is involved.
-    let rc = unsafe { libc::kill(proc.child.id() as i32, sig) };
-    assert_eq!(rc, 0, "signal {sig} to {}", proc.name);
-}
-
-fn state(node: &Node, pair: usize, name: &str) -> Option<NodeState> {
-    node.block_on(node_state(node, pair, name)).ok()
+fn start_node(url: &str, pair: usize, name: &str, dir: &Path) -> NodeProcess {
+    NodeProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_troupe-trading")),
+        url,
+        pair,
+        name,
+        dir,
+        Duration::from_millis(LEASE_MS),
+    )
+    .expect("start a node")
 }
 
 /// Waits until one node of the pair is primary; returns its name.
 fn primary_of(node: &Node, pair: usize, names: &[&str], limit: Duration) -> String {
-    let end = Instant::now() + limit;
-    loop {
-        for name in names {
-            if state(node, pair, name).is_some_and(|s| s.primary) {
-                return name.to_string();
-            }
-        }
-        assert!(Instant::now() < end, "pair {pair} has no primary");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    harness::wait_primary(node, pair, names, limit)
+        .unwrap_or_else(|| panic!("pair {pair} has no primary"))
+        .node
+}
+
+fn wait_in_step(node: &Node, pair: usize, names: [&str; 2]) -> (NodeState, NodeState) {
+    harness::wait_in_step(node, pair, names, Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("pair {pair} never got in step"))
 }
 
 /// Every acknowledgement the clients received, by pair.
@@ -174,22 +122,6 @@ fn wait_acks(acks: &Arc<Mutex<Acks>>, n: usize) {
     }
 }
 
-/// Waits until both nodes of a pair hold the same number of orders (the standby caught up).
-fn wait_in_step(node: &Node, pair: usize, names: [&str; 2]) -> (NodeState, NodeState) {
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let a = state(node, pair, names[0]);
-        let b = state(node, pair, names[1]);
-        if let (Some(a), Some(b)) = (a, b) {
-            if a.applied == b.applied && a.primary != b.primary {
-                return if a.primary { (a, b) } else { (b, a) };
-            }
-        }
-        assert!(Instant::now() < end, "pair {pair} never got in step");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Checks that every acknowledged order of `pair` is in `primary`'s history exactly once,
 /// that nothing else is (clients resend until acknowledged), and that no sequence number
 /// was acknowledged for two orders.
@@ -244,7 +176,7 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     let root = tempfile::tempdir().unwrap();
     let names = ["p0a", "p0b", "p1a", "p1b"];
     let dirs = dirs(root.path(), &names);
-    let mut procs: HashMap<String, Proc> = HashMap::new();
+    let mut procs: HashMap<String, NodeProcess> = HashMap::new();
     for (i, name) in names.iter().enumerate() {
         procs.insert(
             name.to_string(),
@@ -329,7 +261,7 @@ fn a_primary_paused_past_its_lease_never_acknowledges_again() {
     let root = tempfile::tempdir().unwrap();
     let names = ["s0a", "s0b"];
     let dirs = dirs(root.path(), &names);
-    let mut procs: HashMap<String, Proc> = HashMap::new();
+    let mut procs: HashMap<String, NodeProcess> = HashMap::new();
     for name in names {
         procs.insert(name.to_string(), start_node(&url, 0, name, &dirs[name]));
     }
@@ -344,15 +276,15 @@ fn a_primary_paused_past_its_lease_never_acknowledges_again() {
 
     // Pause the primary (its clock runs on, its lease is not renewed), let the standby take
     // over, then resume it: it must not acknowledge anything, and it ends itself.
-    signal(&procs[&old], libc::SIGSTOP);
+    procs[&old].signal(libc::SIGSTOP).unwrap();
     primary_of(&node, 0, &[other], Duration::from_secs(20));
     let total = acks.lock().unwrap().by_key.len();
     wait_acks(&acks, total + 200);
-    signal(&procs[&old], libc::SIGCONT);
+    procs[&old].signal(libc::SIGCONT).unwrap();
     let mut paused = procs.remove(&old).unwrap();
     let end = Instant::now() + Duration::from_secs(20);
     let status = loop {
-        if let Some(status) = paused.child.try_wait().unwrap() {
+        if let Some(status) = paused.try_wait() {
             break status;
         }
         assert!(

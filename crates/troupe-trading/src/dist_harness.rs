@@ -1,0 +1,154 @@
+//! Node processes for the distributed mode's tests and benchmark: start `troupe-trading node`
+//! processes, find a pair's primary, wait for a standby to be in step. Every process is killed
+//! when its handle is dropped, so a failing test leaves none behind.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use troupe_remote::Node;
+
+use crate::dist::{node_state, NodeState};
+
+/// A running `troupe-trading node` process; killed (SIGKILL) when dropped.
+pub struct NodeProcess {
+    child: Child,
+    /// Its node name.
+    pub name: String,
+    /// Its pair.
+    pub pair: usize,
+}
+
+impl NodeProcess {
+    /// Starts `binary node ...` and waits until it says it is ready.
+    pub fn start(
+        binary: &Path,
+        nats: &str,
+        pair: usize,
+        name: &str,
+        dir: &Path,
+        lease: Duration,
+    ) -> std::io::Result<NodeProcess> {
+        let mut child = Command::new(binary)
+            .args([
+                "node",
+                "--nats",
+                nats,
+                "--pair",
+                &pair.to_string(),
+                "--name",
+                name,
+            ])
+            .arg("--dir")
+            .arg(dir)
+            .args(["--lease-ms", &lease.as_millis().to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.trim() == "READY" {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let mut process = NodeProcess {
+            child,
+            name: name.to_string(),
+            pair,
+        };
+        if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+            process.kill();
+            return Err(std::io::Error::other(format!("node {name} did not start")));
+        }
+        Ok(process)
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends a signal (SIGSTOP, SIGCONT, ...).
+    pub fn signal(&self, signal: i32) -> std::io::Result<()> {
+        // SAFETY: kill(2) on the id of a child process this handle owns; no memory involved.
+        if unsafe { libc::kill(self.child.id() as i32, signal) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// Its exit status, if it has ended.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Kills it outright (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for NodeProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A node's state, or `None` if it does not answer.
+pub fn state(node: &Node, pair: usize, name: &str) -> Option<NodeState> {
+    node.block_on(node_state(node, pair, name)).ok()
+}
+
+/// Waits until one of `names` is the pair's primary; returns its state.
+pub fn wait_primary(
+    node: &Node,
+    pair: usize,
+    names: &[&str],
+    limit: Duration,
+) -> Option<NodeState> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        for name in names {
+            if let Some(s) = state(node, pair, name).filter(|s| s.primary) {
+                return Some(s);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// Waits until the two nodes of a pair are primary and standby holding the same orders;
+/// returns (primary, standby).
+pub fn wait_in_step(
+    node: &Node,
+    pair: usize,
+    names: [&str; 2],
+    limit: Duration,
+) -> Option<(NodeState, NodeState)> {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if let (Some(a), Some(b)) = (state(node, pair, names[0]), state(node, pair, names[1])) {
+            if a.applied == b.applied && a.primary != b.primary {
+                return Some(if a.primary { (a, b) } else { (b, a) });
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// `root/<name>` for each name.
+pub fn node_dirs(root: &Path, names: &[&str]) -> Vec<PathBuf> {
+    names.iter().map(|n| root.join(n)).collect()
+}
