@@ -216,6 +216,9 @@ fn node_export(pair: usize, node: &str) -> String {
 /// The receivers' queue group name.
 pub const RECEIVE: &str = "trading.receive";
 
+/// Orders in one answer to `Join` (about 20 bytes each on the wire).
+const JOIN_CHUNK: usize = 20_000;
+
 const LEASE_BUCKET: &str = "trading_lease";
 const SYNC_BUCKET: &str = "trading_sync";
 
@@ -830,7 +833,13 @@ impl Handler<Join> for Engine {
                 changing: false,
             });
         }
-        Ok(self.history[applied..].iter().map(WireOrder::of).collect())
+        // At most `JOIN_CHUNK` orders per answer (a NATS message is 1 MB at most); a standby
+        // further behind gets the rest by joining again (it does every 300 ms).
+        let end = self.history.len().min(applied + JOIN_CHUNK);
+        Ok(self.history[applied..end]
+            .iter()
+            .map(WireOrder::of)
+            .collect())
     }
 }
 

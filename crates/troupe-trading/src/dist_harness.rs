@@ -128,8 +128,9 @@ pub fn wait_primary(
     None
 }
 
-/// Waits until the two nodes of a pair are primary and standby holding the same orders;
-/// returns (primary, standby).
+/// Waits until the two nodes of a pair are primary and standby, and the standby holds every
+/// order the primary held a moment before (with orders flowing, the standby is ahead by those
+/// in flight, so equal counts would be luck); returns (primary, standby) as last seen.
 pub fn wait_in_step(
     node: &Node,
     pair: usize,
@@ -139,8 +140,14 @@ pub fn wait_in_step(
     let end = Instant::now() + limit;
     while Instant::now() < end {
         if let (Some(a), Some(b)) = (state(node, pair, names[0]), state(node, pair, names[1])) {
-            if a.applied == b.applied && a.primary != b.primary {
-                return Some(if a.primary { (a, b) } else { (b, a) });
+            if a.primary != b.primary {
+                let (primary, standby) = if a.primary { (a, b) } else { (b, a) };
+                // The standby asked again, after the primary answered.
+                if let Some(later) = state(node, pair, &standby.node) {
+                    if !later.primary && later.applied >= primary.applied {
+                        return Some((primary, later));
+                    }
+                }
             }
         }
         std::thread::sleep(Duration::from_millis(20));
