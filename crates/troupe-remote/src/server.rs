@@ -122,8 +122,42 @@ impl NatsServer {
     /// A cluster of `n` servers on loopback: the first is the seed the others route to (they
     /// learn each other from it), and each is ready for clients when this returns.
     pub fn cluster(n: usize) -> io::Result<Vec<NatsServer>> {
+        Self::cluster_with(n, false)
+    }
+
+    /// A cluster of `n` servers with JetStream on (each with its own store), for replicated
+    /// key-value buckets. JetStream elects its meta leader once a majority is routed: clients
+    /// may have to retry their first JetStream calls for a few seconds.
+    pub fn cluster_jetstream(n: usize) -> io::Result<Vec<NatsServer>> {
+        Self::cluster_with(n, true)
+    }
+
+    fn cluster_with(n: usize, jetstream: bool) -> io::Result<Vec<NatsServer>> {
+        if jetstream {
+            // JetStream's cluster wants every server to have routes configured, so the route
+            // ports are chosen up front: held open together (so they differ), then released
+            // just before the servers start.
+            let listeners: Vec<std::net::TcpListener> = (0..n)
+                .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+                .collect::<io::Result<_>>()?;
+            let ports: Vec<u16> = listeners
+                .iter()
+                .map(|l| l.local_addr().map(|a| a.port()))
+                .collect::<io::Result<_>>()?;
+            drop(listeners);
+            let routes = ports
+                .iter()
+                .map(|p| format!("nats-route://127.0.0.1:{p}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            return ports
+                .iter()
+                .enumerate()
+                .map(|(i, port)| Self::spawn_routed(&format!("node{i}"), *port, &routes))
+                .collect();
+        }
         let mut servers = Vec::with_capacity(n);
-        let seed = Self::spawn(Some(None), "node0", false)?;
+        let seed = Self::spawn(Some(None), "node0", jetstream)?;
         let seed_route = seed
             .cluster_port
             .map(|port| format!("nats-route://127.0.0.1:{port}"));
@@ -132,14 +166,61 @@ impl NatsServer {
             servers.push(Self::spawn(
                 Some(seed_route.clone()),
                 &format!("node{i}"),
-                false,
+                jetstream,
             )?);
         }
         Ok(servers)
     }
 
+    /// The client URLs of several servers, comma-separated, as `Node::connect` takes them.
+    pub fn urls(servers: &[NatsServer]) -> String {
+        servers
+            .iter()
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// A JetStream server of a cluster whose route ports are all known.
+    fn spawn_routed(tag: &str, cluster_port: u16, routes: &str) -> io::Result<Self> {
+        Self::launch(tag, true, |cmd| {
+            cmd.args([
+                "--server_name",
+                tag,
+                "--cluster_name",
+                "troupe",
+                "--cluster",
+                &format!("nats://127.0.0.1:{cluster_port}"),
+                "--routes",
+                routes,
+            ]);
+        })
+    }
+
     /// `cluster`: `None` for a lone server, `Some(seed route)` for a member of a cluster.
     fn spawn(cluster: Option<Option<String>>, tag: &str, jetstream: bool) -> io::Result<Self> {
+        Self::launch(tag, jetstream, |cmd| {
+            if let Some(seed) = &cluster {
+                cmd.args([
+                    "--server_name",
+                    tag,
+                    "--cluster_name",
+                    "troupe",
+                    "--cluster",
+                    "nats://127.0.0.1:-1",
+                ]);
+                if let Some(seed) = seed {
+                    cmd.args(["--routes", seed]);
+                }
+            }
+        })
+    }
+
+    fn launch(
+        tag: &str,
+        jetstream: bool,
+        configure: impl FnOnce(&mut Command),
+    ) -> io::Result<Self> {
         let binary = nats_server_binary()?;
         let dir = tempdir::TempDir::new(tag)?;
         let mut cmd = Command::new(binary);
@@ -155,19 +236,7 @@ impl NatsServer {
                 .arg("--store_dir")
                 .arg(dir.path().join("js"));
         }
-        if let Some(seed) = &cluster {
-            cmd.args([
-                "--name",
-                tag,
-                "--cluster_name",
-                "troupe",
-                "--cluster",
-                "nats://127.0.0.1:-1",
-            ]);
-            if let Some(seed) = seed {
-                cmd.args(["--routes", seed]);
-            }
-        }
+        configure(&mut cmd);
         let mut child = cmd.spawn()?;
         // Drain its log so it never blocks on a full pipe.
         if let Some(stderr) = child.stderr.take() {

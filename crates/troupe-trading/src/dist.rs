@@ -307,6 +307,7 @@ pub fn start_node(config: NodeConfig) -> Result<NodeHandle, NodeError> {
         standby: None,
         inflight: VecDeque::new(),
         inflight_keys: HashSet::new(),
+        standby_holds: 0,
         buffered: BTreeMap::new(),
         lease: None,
         me: None,
@@ -349,30 +350,47 @@ struct Lease {
 
 impl Lease {
     async fn open(config: &NodeConfig, engine: Addr<Engine>) -> Result<Self, NodeError> {
-        let client = async_nats::connect(config.nats.split(',').next().unwrap_or_default())
+        let servers: Vec<async_nats::ServerAddr> = config
+            .nats
+            .split(',')
+            .map(|u| u.trim().parse().map_err(nats))
+            .collect::<Result<_, _>>()?;
+        let client = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect(servers)
             .await
             .map_err(nats)?;
         let js = jetstream::new(client);
+        // Replicated on every server of a cluster, up to 3 (a lone server keeps one copy).
+        let replicas = config.nats.split(',').count().clamp(1, 3);
         let bucket = |name: &str, max_age: Duration| kv::Config {
             bucket: name.to_string(),
             history: 1,
             max_age,
+            num_replicas: replicas,
             ..Default::default()
         };
-        let leases = match js.get_key_value(LEASE_BUCKET).await {
-            Ok(store) => store,
-            Err(_) => js
-                .create_key_value(bucket(LEASE_BUCKET, config.lease))
-                .await
-                .map_err(nats)?,
+        // A cluster's JetStream needs a meta leader first: retry for a while.
+        let open = |name: &'static str, max_age: Duration| {
+            let js = js.clone();
+            let config = bucket(name, max_age);
+            async move {
+                let end = Instant::now() + Duration::from_secs(30);
+                loop {
+                    let tried = match js.get_key_value(name).await {
+                        Ok(store) => Ok(store),
+                        Err(_) => js.create_key_value(config.clone()).await.map_err(nats),
+                    };
+                    match tried {
+                        Ok(store) => return Ok(store),
+                        Err(e) if Instant::now() > end => return Err(e),
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+            }
         };
-        let syncs = match js.get_key_value(SYNC_BUCKET).await {
-            Ok(store) => store,
-            Err(_) => js
-                .create_key_value(bucket(SYNC_BUCKET, Duration::ZERO))
-                .await
-                .map_err(nats)?,
-        };
+        let leases = open(LEASE_BUCKET, config.lease).await?;
+        let syncs = open(SYNC_BUCKET, Duration::ZERO).await?;
         Ok(Lease {
             leases,
             syncs,
@@ -389,13 +407,41 @@ impl Lease {
         Some((value, entry.revision))
     }
 
-    /// Rewrites the sync key (compare-and-set). False if another node changed it.
+    /// Rewrites the sync key (compare-and-set on the revision read). False only when another
+    /// primary of a later epoch wrote it; a store that cannot answer (its buckets electing a
+    /// leader after a NATS server went) is asked again for up to about 3 s, then false.
     async fn write_sync(&self, value: &InSync) -> bool {
         let bytes = Bytes::from(serde_json::to_vec(value).expect("plain struct"));
-        match self.read_sync().await {
-            Some((_, revision)) => self.syncs.update(&self.key, bytes, revision).await.is_ok(),
-            None => self.syncs.create(&self.key, bytes).await.is_ok(),
+        for _ in 0..30 {
+            match self.syncs.entry(self.key.clone()).await {
+                Ok(Some(entry)) => {
+                    if let Ok(current) = serde_json::from_slice::<InSync>(&entry.value) {
+                        if current == *value {
+                            return true;
+                        }
+                        if current.primary != value.primary && current.epoch > value.epoch {
+                            return false;
+                        }
+                    }
+                    if self
+                        .syncs
+                        .update(&self.key, bytes.clone(), entry.revision)
+                        .await
+                        .is_ok()
+                    {
+                        return true;
+                    }
+                }
+                Ok(None) => {
+                    if self.syncs.create(&self.key, bytes.clone()).await.is_ok() {
+                        return true;
+                    }
+                }
+                Err(_) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        false
     }
 
     async fn run(self) {
@@ -474,16 +520,40 @@ impl Lease {
                     let _ = self.engine.tell(Renewed { until });
                 }
                 Err(e) => {
-                    // Either another node holds the lease now, or the server is unreachable:
-                    // the engine stops acknowledging at `until` either way. A wrong revision
-                    // is final.
-                    let current = self.leases.entry(self.key.clone()).await;
-                    let taken = matches!(&current, Ok(Some(entry)) if entry.value != self.name.as_bytes())
-                        || matches!(&current, Ok(None));
+                    // The engine stops acknowledging at `until` whatever happens here.
                     eprintln!("node {}: lease renewal failed: {}", self.name, e);
-                    if taken {
-                        eprintln!("node {}: lost the lease; exiting", self.name);
-                        std::process::exit(3);
+                    match self.leases.entry(self.key.clone()).await {
+                        // Ours still (an answer lost on the way): carry on from its revision.
+                        Ok(Some(entry)) if entry.value == self.name.as_bytes() => {
+                            revision = entry.revision;
+                        }
+                        // Expired while the server could not be reached, and nobody took it:
+                        // take it again, as any eligible node may (a create fails if another
+                        // node was faster). A new epoch.
+                        Ok(None) => {
+                            let sent = Instant::now();
+                            match self
+                                .leases
+                                .create(&self.key, Bytes::from(self.name.clone()))
+                                .await
+                            {
+                                Ok(next) => {
+                                    revision = next;
+                                    let until = sent + self.lease.saturating_sub(self.margin());
+                                    let _ = self.engine.tell(BecomePrimary { epoch: next, until });
+                                }
+                                Err(_) => {
+                                    eprintln!("node {}: lost the lease; exiting", self.name);
+                                    std::process::exit(3);
+                                }
+                            }
+                        }
+                        Ok(Some(_)) => {
+                            eprintln!("node {}: another node holds the lease; exiting", self.name);
+                            std::process::exit(3);
+                        }
+                        // The server cannot be reached: try again next round.
+                        Err(_) => {}
                     }
                 }
             }
@@ -523,6 +593,8 @@ struct Engine {
     /// Primary: orders sent to the standby, not yet applied here.
     inflight: VecDeque<(u64, Order, PlaceReply)>,
     inflight_keys: HashSet<OrderKey>,
+    /// Primary: the most orders the standby has said it holds.
+    standby_holds: u64,
     /// Standby: orders that arrived ahead of a gap, by sequence number.
     buffered: BTreeMap<u64, (Order, Deferred<Result<u64, String>>)>,
     lease: Option<Lease>,
@@ -567,6 +639,16 @@ impl Message for BecomePrimary {
 }
 impl Handler<BecomePrimary> for Engine {
     fn handle(&mut self, m: BecomePrimary, ctx: &mut Context<Self>) {
+        if matches!(self.mode, Mode::Primary) {
+            // The lease taken again after it expired unreachable: a new epoch, same primary.
+            // Orders in flight carry the old epoch, which the standby still accepts (it only
+            // refuses older ones than it has seen).
+            self.epoch = m.epoch;
+            self.lease_until = m.until;
+            eprintln!("node {}: primary again at epoch {}", self.name, m.epoch);
+            self.settle();
+            return;
+        }
         self.mode = Mode::Primary;
         self.epoch = m.epoch;
         self.lease_until = m.until;
@@ -604,6 +686,7 @@ impl Message for Renewed {
 impl Handler<Renewed> for Engine {
     fn handle(&mut self, m: Renewed, _: &mut Context<Self>) {
         self.lease_until = self.lease_until.max(m.until);
+        self.settle();
     }
 }
 
@@ -661,32 +744,35 @@ impl Engine {
         }
     }
 
-    /// Primary: applies in-flight orders up to `upto` and acknowledges them.
-    fn settle(&mut self, upto: u64) {
+    /// Primary: applies and acknowledges the in-flight orders the standby holds (all of them
+    /// once no standby is named). Without a valid lease nothing is settled: the orders stay in
+    /// flight (the standby may hold them, so their sequence numbers are taken) until the lease
+    /// is renewed or taken again, or another node takes it and this process ends.
+    fn settle(&mut self) {
+        if !self.leased() {
+            return;
+        }
+        let upto = if self.standby.is_some() {
+            self.standby_holds
+        } else {
+            u64::MAX
+        };
         while let Some((seq, _, _)) = self.inflight.front() {
             if *seq > upto {
                 break;
             }
             let (seq, order, reply) = self.inflight.pop_front().expect("front");
             self.inflight_keys.remove(&order.key());
-            let result = if self.leased() {
-                self.apply(&order)
-                    .map_err(DistError::Rejected)
-                    .map(|filled| DistAck {
-                        client_order_id: order.client_order_id(),
-                        seq,
-                        filled,
-                        epoch: self.epoch,
-                    })
-            } else {
-                // Not applied: a new primary will take the resend.
-                Err(DistError::Unavailable("the lease ran out".into()))
-            };
+            let result = self
+                .apply(&order)
+                .map_err(DistError::Rejected)
+                .map(|filled| DistAck {
+                    client_order_id: order.client_order_id(),
+                    seq,
+                    filled,
+                    epoch: self.epoch,
+                });
             let _ = reply.send(result);
-        }
-        if !self.leased() && matches!(self.mode, Mode::Primary) {
-            eprintln!("node {}: the lease ran out; exiting", self.name);
-            std::process::exit(3);
         }
     }
 }
@@ -826,6 +912,7 @@ impl Handler<Join> for Engine {
                 .remote
                 .recipient::<Replicate>(&node_export(self.pair, &m.node))
                 .map_err(|e| e.to_string())?;
+            self.standby_holds = self.shard.applied();
             self.standby = Some(StandbyLink {
                 name: m.node.clone(),
                 replicate,
@@ -878,6 +965,15 @@ impl Handler<Place> for Engine {
             Ok(()) => {}
         }
         let Some(standby) = &self.standby else {
+            if !self.inflight.is_empty() {
+                // Behind orders still in flight: in sequence after them.
+                let seq = self.shard.applied() + self.inflight.len() as u64 + 1;
+                let reply = ctx.reply_later::<Place>();
+                self.inflight_keys.insert(order.key());
+                self.inflight.push_back((seq, order, reply));
+                self.settle();
+                return Err(DistError::Unavailable(String::new())); // ignored: deferred
+            }
             // Alone (the sync key names only this node): apply and acknowledge.
             let filled = self.apply(&order).map_err(DistError::Rejected)?;
             return Ok(DistAck {
@@ -936,7 +1032,8 @@ impl Handler<Replicated> for Engine {
                     standby.changing = true;
                     self.write_sync(Some(name), ctx);
                 }
-                self.settle(applied);
+                self.standby_holds = self.standby_holds.max(applied);
+                self.settle();
             }
             Err(e) => {
                 eprintln!("node {}: dropping the standby {name}: {e}", self.name);
@@ -948,8 +1045,7 @@ impl Handler<Replicated> for Engine {
                     }
                 } else {
                     self.standby = None;
-                    let upto = self.inflight.back().map_or(0, |(seq, _, _)| *seq);
-                    self.settle(upto);
+                    self.settle();
                 }
             }
         }
@@ -994,8 +1090,7 @@ impl Handler<SyncWritten> for Engine {
                 // The standby is no longer named: what it has not acknowledged is applied here
                 // alone.
                 self.standby = None;
-                let upto = self.inflight.back().map_or(0, |(seq, _, _)| *seq);
-                self.settle(upto);
+                self.settle();
             }
         }
     }

@@ -43,6 +43,16 @@ fn wait_in_step(node: &Node, pair: usize, names: [&str; 2]) -> (NodeState, NodeS
         .unwrap_or_else(|| panic!("pair {pair} never got in step"))
 }
 
+/// Starts again every node process that has ended (as a supervisor would).
+fn revive(procs: &mut HashMap<String, NodeProcess>, url: &str, dirs: &HashMap<String, PathBuf>) {
+    for (name, proc) in procs.iter_mut() {
+        if let Some(status) = proc.try_wait() {
+            eprintln!("node {name} ended ({status}); starting it again");
+            *proc = start_node(url, proc.pair, name, &dirs[name]);
+        }
+    }
+}
+
 /// Every acknowledgement the clients received, by pair.
 #[derive(Default)]
 struct Acks {
@@ -171,8 +181,10 @@ fn dirs(root: &Path, names: &[&str]) -> HashMap<String, PathBuf> {
 
 #[test]
 fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
-    let nats = NatsServer::start_jetstream().expect("nats-server with JetStream");
-    let url = nats.url();
+    // A 3-node NATS cluster, the key-value buckets replicated on all three; every process
+    // knows every server.
+    let mut nats = NatsServer::cluster_jetstream(3).expect("a 3-node nats-server cluster");
+    let url = NatsServer::urls(&nats);
     let root = tempfile::tempdir().unwrap();
     let names = ["p0a", "p0b", "p1a", "p1b"];
     let dirs = dirs(root.path(), &names);
@@ -199,6 +211,7 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     drop(procs.remove(&p0)); // SIGKILL
     let new0 = primary_of(&node, 0, &[standby0], Duration::from_secs(20));
     assert_eq!(new0, standby0);
+    let _ = new0;
     // The first acknowledgement from the new primary.
     let end = Instant::now() + Duration::from_secs(20);
     let failover = loop {
@@ -227,13 +240,35 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     procs.insert(p0.clone(), start_node(&url, 0, &p0, &dirs[&p0]));
     let total = acks.lock().unwrap().by_key.len();
     wait_acks(&acks, total + 400);
+
+    // Pair 1 was not disturbed by pair 0's failover: the same primary.
+    assert_eq!(
+        harness::wait_primary(&node, 1, &["p1a", "p1b"], Duration::from_secs(5)).map(|s| s.node),
+        Some(p1.clone()),
+        "pair 1 kept its primary"
+    );
+
+    // A NATS server of the cluster killed under load: the clients and nodes connected to it
+    // reconnect to the others, the buckets keep their quorum (2 of 3), and orders go on. A
+    // primary whose lease ran out while the buckets elected a new leader may lose it to its
+    // standby and end itself (exit 3): like a supervisor would, the test starts it again.
+    nats[1].kill();
+    let total = acks.lock().unwrap().by_key.len();
+    let end = Instant::now() + Duration::from_secs(90);
+    while acks.lock().unwrap().by_key.len() < total + 400 {
+        assert!(
+            Instant::now() < end,
+            "orders stalled after a NATS server was killed"
+        );
+        revive(&mut procs, &url, &dirs);
+        std::thread::sleep(Duration::from_millis(50));
+    }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for task in tasks {
         node.block_on(task).expect("a client task");
     }
+    revive(&mut procs, &url, &dirs);
     let (primary0, standby0_state) = wait_in_step(&node, 0, ["p0a", "p0b"]);
-    assert_eq!(primary0.node, new0);
-    assert_eq!(standby0_state.node, p0, "the restarted node is the standby");
     assert_eq!(primary0.hash, standby0_state.hash, "pair 0: equal books");
     assert_eq!(
         primary0.keys, standby0_state.keys,
@@ -242,9 +277,7 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     let acks = acks.lock().unwrap();
     check_history(&acks, 0, &primary0);
 
-    // Pair 1 was not disturbed: same primary, in step, every ack once.
     let (primary1, standby1) = wait_in_step(&node, 1, ["p1a", "p1b"]);
-    assert_eq!(primary1.node, p1);
     assert_eq!(primary1.hash, standby1.hash, "pair 1: equal books");
     check_history(&acks, 1, &primary1);
     eprintln!(
