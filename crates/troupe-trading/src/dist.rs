@@ -10,10 +10,14 @@
 //! - A node takes the lease only with a create (it fails if any node holds it), and only if the
 //!   sync key names it (or does not exist yet: a new pair). Its epoch is the revision of that
 //!   create, which only grows.
-//! - The primary renews every `lease / 4` with a compare-and-set on the revision it holds; a
-//!   failed compare-and-set means another node took over, and the node exits at once. It also
-//!   acknowledges nothing once `lease - margin` has passed since it sent its last successful
-//!   renewal (its own clock): by then the entry may have expired on the server.
+//! - The primary renews every `lease / 4` with a compare-and-set on the revision it holds. If
+//!   another node holds the lease, it exits at once (code 3). If the lease expired while the
+//!   store could not be reached and nobody took it, it takes it again (a new epoch) only while
+//!   the sync key still names it primary: a standby that took over in between named itself
+//!   there before acknowledging anything. It acknowledges nothing once `lease - margin` has
+//!   passed since it sent its last successful renewal (its own clock), since by then the entry
+//!   may have expired on the server; orders in flight then wait, their sequence numbers taken,
+//!   until the lease is renewed or lost.
 //! - Replication is apply-after-ack: the primary sends `Replicate { epoch, seq, order }`, the
 //!   standby applies and logs it and answers, and only then does the primary apply, log and
 //!   acknowledge. So the standby always holds every order the primary holds, a killed primary's
@@ -531,6 +535,17 @@ impl Lease {
                         // take it again, as any eligible node may (a create fails if another
                         // node was faster). A new epoch.
                         Ok(None) => {
+                            // Only while the sync record still names this node primary: a
+                            // standby that took over meanwhile named itself before it
+                            // acknowledged anything, and its orders are not here.
+                            let named = matches!(self.read_sync().await, Some((sync, _)) if sync.primary == self.name);
+                            if !named {
+                                eprintln!(
+                                    "node {}: another node was primary meanwhile; exiting",
+                                    self.name
+                                );
+                                std::process::exit(3);
+                            }
                             let sent = Instant::now();
                             match self
                                 .leases
