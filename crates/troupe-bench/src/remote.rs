@@ -157,22 +157,46 @@ fn micros(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1_000.0
 }
 
+/// The latencies and the rate of one round of sequential round trips.
+struct Trips {
+    h: Histogram<u64>,
+    start: Instant,
+}
+
+impl Trips {
+    fn new() -> Self {
+        Trips {
+            h: histogram(),
+            start: Instant::now(),
+        }
+    }
+
+    /// Round trip `i`, begun at `began`, answered `got` (which must be `i + 1`).
+    fn record(&mut self, i: u64, got: u64, began: Instant) -> Result<()> {
+        self.h.record(began.elapsed().as_nanos().max(1) as u64)?;
+        ensure!(got == i + 1, "round trip {i} answered {got}");
+        Ok(())
+    }
+
+    /// [rate, p50 µs, p99 µs] after `n` round trips.
+    fn figures(self, n: u64) -> [f64; 3] {
+        [
+            n as f64 / self.start.elapsed().as_secs_f64(),
+            micros(&self.h, 0.5),
+            micros(&self.h, 0.99),
+        ]
+    }
+}
+
 /// One round of `n` sequential round trips through `once`: [rate, p50 µs, p99 µs].
 fn round_trips(n: u64, mut once: impl FnMut(u64) -> Result<u64>) -> Result<[f64; 3]> {
-    let mut h = histogram();
-    let start = Instant::now();
+    let mut trips = Trips::new();
     for i in 0..n {
-        let t = Instant::now();
+        let began = Instant::now();
         let got = once(i)?;
-        h.record(t.elapsed().as_nanos().max(1) as u64)?;
-        ensure!(got == i + 1, "round trip {i} answered {got}");
+        trips.record(i, got, began)?;
     }
-    let elapsed = start.elapsed();
-    Ok([
-        n as f64 / elapsed.as_secs_f64(),
-        micros(&h, 0.5),
-        micros(&h, 0.99),
-    ])
+    Ok(trips.figures(n))
 }
 
 /// [`round_trips`] in a tokio task: `once(i)` is awaited.
@@ -181,20 +205,13 @@ where
     F: FnMut(u64) -> Fut,
     Fut: std::future::Future<Output = Result<u64>>,
 {
-    let mut h = histogram();
-    let start = Instant::now();
+    let mut trips = Trips::new();
     for i in 0..n {
-        let t = Instant::now();
+        let began = Instant::now();
         let got = once(i).await?;
-        h.record(t.elapsed().as_nanos().max(1) as u64)?;
-        ensure!(got == i + 1, "round trip {i} answered {got}");
+        trips.record(i, got, began)?;
     }
-    let elapsed = start.elapsed();
-    Ok([
-        n as f64 / elapsed.as_secs_f64(),
-        micros(&h, 0.5),
-        micros(&h, 0.99),
-    ])
+    Ok(trips.figures(n))
 }
 
 pub fn run(runner: &Runner, config: &SystemConfig, asks: u64, messages: u64) -> Result<()> {

@@ -62,13 +62,6 @@ impl Default for NodeOptions {
 }
 
 impl NodeOptions {
-    /// Speaks another wire version: only for tests of what a mismatched peer sees.
-    #[doc(hidden)]
-    pub fn with_wire_version(mut self, version: u8) -> Self {
-        self.wire_version = version;
-        self
-    }
-
     fn validate(&self) -> Result<(), RemoteError> {
         let bad = |what: String| Err(RemoteError::InvalidOption(what));
         if self.ask_timeout < Duration::from_millis(1)
@@ -965,20 +958,22 @@ impl<M: RemoteMessage> RemoteRecipient<M> {
             wire::put_tag(buf, M::NAME, M::VERSION);
             wire::put_payload(buf, &msg).map_err(|e| RemoteError::Encode(e.to_string()))
         });
+        // From here the entry goes with the ask, however it ends: answered, timed out,
+        // refused at once, or dropped without being awaited.
+        let pending = PendingGuard {
+            node: self.node.clone(),
+            id,
+        };
         let early = match queued {
             Ok(()) => {
                 add(&inner.counters.asks_out, 1);
                 None
             }
-            Err(e) => {
-                lock(&inner.pending).remove(&id);
-                Some(e)
-            }
+            Err(e) => Some(e),
         };
         RemoteAsk {
-            node: self.node.clone(),
+            pending,
             name: self.name.clone(),
-            id,
             rx,
             early,
             timeout: inner.opts.ask_timeout,
@@ -990,9 +985,9 @@ impl<M: RemoteMessage> RemoteRecipient<M> {
 /// The reply to a remote ask.
 #[must_use = "an ask does nothing useful unless its reply is awaited or waited for"]
 pub struct RemoteAsk<R> {
-    node: Node,
+    /// Removes the pending entry when the ask goes; holds the node.
+    pending: PendingGuard,
     name: Arc<str>,
-    id: u64,
     rx: oneshot::Receiver<Result<Bytes, RemoteError>>,
     early: Option<RemoteError>,
     timeout: Duration,
@@ -1008,7 +1003,7 @@ impl<R: DeserializeOwned + Send + 'static> RemoteAsk<R> {
 
     /// Blocks until the reply comes (plain threads and actors; never inside an async context).
     pub fn wait(self) -> Result<R, RemoteError> {
-        let handle = self.node.inner.handle.clone();
+        let handle = self.pending.node.inner.handle.clone();
         handle.block_on(self.into_future())
     }
 
@@ -1016,12 +1011,9 @@ impl<R: DeserializeOwned + Send + 'static> RemoteAsk<R> {
         if let Some(e) = self.early {
             return Err(e);
         }
-        let guard = PendingGuard {
-            node: self.node.clone(),
-            id: self.id,
-        };
         let outcome = tokio::time::timeout(self.timeout, self.rx).await;
-        drop(guard);
+        let node = self.pending.node.clone();
+        drop(self.pending);
         match outcome {
             Ok(Ok(Ok(bytes))) => {
                 wire::decode::<R>(&bytes, "reply").map_err(|r| RemoteError::Decode(r.detail))
@@ -1031,7 +1023,7 @@ impl<R: DeserializeOwned + Send + 'static> RemoteAsk<R> {
             Err(_) => {
                 // Say which: nobody exports the name (any more), or it is slow. The look-up
                 // takes no longer than the ask itself was given.
-                let look = tokio::time::timeout(self.timeout, self.node.inner.locate(&self.name));
+                let look = tokio::time::timeout(self.timeout, node.inner.locate(&self.name));
                 match look
                     .await
                     .unwrap_or(Err(RemoteError::TimedOut(self.timeout)))

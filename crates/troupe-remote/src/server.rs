@@ -278,13 +278,7 @@ impl NatsServer {
                 let cluster = text.as_deref().and_then(|t| port_after(t, "\"cluster\""));
                 return Ok((port, cluster));
             }
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    return Err(io::Error::other(format!(
-                        "nats-server exited at start ({status}); run with TROUPE_NATS_LOG=1 to see its log"
-                    )));
-                }
-            }
+            self.still_running()?;
             if start.elapsed() > limit {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -301,13 +295,7 @@ impl NatsServer {
             if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
                 return Ok(());
             }
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    return Err(io::Error::other(format!(
-                        "nats-server exited at start ({status}); run with TROUPE_NATS_LOG=1 to see its log"
-                    )));
-                }
-            }
+            self.still_running()?;
             if start.elapsed() > limit {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -319,6 +307,18 @@ impl NatsServer {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// An error if the server has already exited (while starting).
+    fn still_running(&mut self) -> io::Result<()> {
+        if let Some(child) = self.child.as_mut() {
+            if let Some(status) = child.try_wait()? {
+                return Err(io::Error::other(format!(
+                    "nats-server exited at start ({status}); run with TROUPE_NATS_LOG=1 to see its log"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The client URL.

@@ -232,8 +232,14 @@ fn typed_errors_from_the_far_side() {
     ));
 
     // A peer speaking another wire version gets a clear refusal, not garbage.
-    let old =
-        Node::connect_blocking(&server.url(), opts().with_wire_version(WIRE_VERSION + 1)).unwrap();
+    let old = Node::connect_blocking(
+        &server.url(),
+        NodeOptions {
+            wire_version: WIRE_VERSION + 1,
+            ..opts()
+        },
+    )
+    .unwrap();
     match old.recipient::<Sum>("errors").unwrap().ask(Sum).wait() {
         Err(RemoteError::Refused(r)) => assert_eq!(r.kind, RefusalKind::WireVersion, "{r}"),
         other => panic!("wire version: {other:?}"),
@@ -344,9 +350,15 @@ fn hostile_frames_are_refused_counted_and_harmless() {
         Bytes::from(batch(&[tell("test.add", 1, &good)])),
     ))
     .unwrap();
-    // Two connections are not ordered with each other: the server has the raw frames once it
-    // answered the raw connection's ping.
-    a.block_on(raw.flush()).unwrap();
+    // Two connections are not ordered with each other, and `flush` only empties the socket:
+    // the server has handled the raw frames once a probe sent after them on the same
+    // connection comes back.
+    a.block_on(async {
+        let inbox = raw.new_inbox();
+        let mut probe = raw.subscribe(inbox.clone()).await.unwrap();
+        raw.publish(inbox, Bytes::new()).await.unwrap();
+        futures_util::StreamExt::next(&mut probe).await.unwrap();
+    });
     assert_eq!(b.recipient::<Sum>("target").unwrap().ask(Sum).wait(), Ok(7));
     assert_eq!(
         handled.load(Ordering::Relaxed),

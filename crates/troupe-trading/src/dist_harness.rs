@@ -11,9 +11,12 @@ use troupe_remote::Node;
 
 use crate::dist::{node_state, NodeState};
 
-/// A running `troupe-trading node` process; killed (SIGKILL) when dropped.
+/// A `troupe-trading node` process; killed (SIGKILL) when dropped.
 pub struct NodeProcess {
-    child: Child,
+    /// `None` once it has been reaped: its process id may then belong to another process, so
+    /// nothing is signalled any more.
+    child: Option<Child>,
+    ended: Option<ExitStatus>,
     /// Its node name.
     pub name: String,
     /// Its pair.
@@ -60,7 +63,8 @@ impl NodeProcess {
             }
         });
         let mut process = NodeProcess {
-            child,
+            child: Some(child),
+            ended: None,
             name: name.to_string(),
             pair,
         };
@@ -71,30 +75,40 @@ impl NodeProcess {
         Ok(process)
     }
 
-    /// Its process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Sends a signal (SIGSTOP, SIGCONT, ...).
+    /// Sends a signal (SIGSTOP, SIGCONT, ...). Refused once the process has been reaped.
     pub fn signal(&self, signal: i32) -> std::io::Result<()> {
-        // SAFETY: kill(2) on the id of a child process this handle owns; no memory involved.
-        if unsafe { libc::kill(self.child.id() as i32, signal) } == 0 {
+        let Some(child) = &self.child else {
+            return Err(std::io::Error::other(format!(
+                "node {} has ended",
+                self.name
+            )));
+        };
+        // SAFETY: kill(2) takes no memory. The id is our child's and the child is not reaped
+        // yet (`child` is `None` from the moment it is), so the id cannot have been reused.
+        if unsafe { libc::kill(child.id() as i32, signal) } == 0 {
             Ok(())
         } else {
             Err(std::io::Error::last_os_error())
         }
     }
 
-    /// Its exit status, if it has ended.
+    /// Its exit status, if it has ended (reaping it).
     pub fn try_wait(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().ok().flatten()
+        if let Some(child) = &mut self.child {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.ended = Some(status);
+                self.child = None;
+            }
+        }
+        self.ended
     }
 
     /// Kills it outright (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            self.ended = child.wait().ok();
+        }
     }
 }
 

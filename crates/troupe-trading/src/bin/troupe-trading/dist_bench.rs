@@ -57,6 +57,17 @@ struct Figures {
     p99_us: f64,
 }
 
+impl Figures {
+    /// From the latencies of every order placed in `seconds`.
+    fn of(all: &Histogram<u64>, seconds: f64) -> Self {
+        Figures {
+            rate: all.len() as f64 / seconds,
+            p50_us: all.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_us: all.value_at_quantile(0.99) as f64 / 1000.0,
+        }
+    }
+}
+
 fn emit(
     plan: &DistPlan,
     metric: &str,
@@ -116,11 +127,7 @@ fn across(node: &Node, clients: usize, seconds: f64, base: u32) -> Result<Figure
             .map_err(|e| anyhow::anyhow!(e))?;
         all.add(h)?;
     }
-    Ok(Figures {
-        rate: all.len() as f64 / seconds,
-        p50_us: all.value_at_quantile(0.5) as f64 / 1000.0,
-        p99_us: all.value_at_quantile(0.99) as f64 / 1000.0,
-    })
+    Ok(Figures::of(&all, seconds))
 }
 
 /// The same closed loop in one process.
@@ -171,11 +178,7 @@ fn in_process(clients: usize, seconds: f64, dir: &Path) -> Result<Figures> {
     }
     exchange.shutdown();
     system.shutdown();
-    Ok(Figures {
-        rate: all.len() as f64 / seconds,
-        p50_us: all.value_at_quantile(0.5) as f64 / 1000.0,
-        p99_us: all.value_at_quantile(0.99) as f64 / 1000.0,
-    })
+    Ok(Figures::of(&all, seconds))
 }
 
 pub fn run(plan: &DistPlan) -> Result<()> {
