@@ -113,6 +113,10 @@ mod std_atomic {
                     self.0.fetch_and(value, order)
                 }
                 #[inline(always)]
+                pub(crate) fn fetch_max(&self, value: $int, order: Ordering) -> $int {
+                    self.0.fetch_max(value, order)
+                }
+                #[inline(always)]
                 pub(crate) fn fetch_update(
                     &self,
                     set: Ordering,

@@ -58,11 +58,14 @@ const CLOSED: usize = 1 << 3;
 const REF_ONE: usize = 1 << 4;
 const FLAGS: usize = REF_ONE - 1;
 
-/// How long [`Taker::wait`] looks for a reply before parking: rounds of 32 spin hints with a
-/// look at the state after each (about 20 µs in all). A reply from an actor on the pool often
-/// comes within that, and parking costs the asking thread a context switch each way.
+/// How long [`Taker::wait`] looks for a reply before parking: spin hints with a look at the
+/// state after each (20-40 µs in all, as a hint takes 15-30 ns on current x86 cores). A reply
+/// from an actor on the pool often comes within that, and parking costs the asking thread a
+/// context switch each way. The look is a load of a line that stays in this core's cache until
+/// the filler writes it, so looking after every hint costs nothing, and the reply is seen
+/// within one hint (looking after every 32 added 0.4 µs to each round trip on average).
 #[cfg(not(troupe_loom))]
-const SPIN_ROUNDS: u32 = 40;
+const SPINS: u32 = 1280;
 
 /// Who to tell when the value comes.
 enum Waiter<R> {
@@ -475,10 +478,8 @@ impl<R> Taker<R> {
     pub(crate) fn wait(self) -> Result<R, AskError> {
         let mut taker = self;
         #[cfg(not(troupe_loom))]
-        for _ in 0..SPIN_ROUNDS {
-            for _ in 0..32 {
-                std::hint::spin_loop();
-            }
+        for _ in 0..SPINS {
+            std::hint::spin_loop();
             match taker.try_take() {
                 Ok(result) => return result,
                 Err(back) => taker = back,

@@ -10,6 +10,7 @@
 //!   searcher, it wakes one more if work remains, so a burst of work fans out across workers.
 
 use crossbeam_utils::sync::Parker;
+use crossbeam_utils::CachePadded;
 
 use crate::loom::{AtomicUsize, Mutex, Ordering};
 
@@ -18,10 +19,13 @@ use crate::loom::{AtomicUsize, Mutex, Ordering};
 type Wake = Box<dyn Fn() + Send + Sync>;
 
 pub(crate) struct Idle {
-    /// Workers registered in `sleepers` (parked, or about to park).
-    num_sleeping: AtomicUsize,
+    /// Workers registered in `sleepers` (parked, or about to park). Every push from outside
+    /// a worker reads it with a read-modify-write (`notify_one`), so it has a cache line of
+    /// its own: workers change `num_searching` each time they run out of work and find more,
+    /// and sharing its line made every such push miss in the cache.
+    num_sleeping: CachePadded<AtomicUsize>,
     /// Workers awake and looking for work.
-    num_searching: AtomicUsize,
+    num_searching: CachePadded<AtomicUsize>,
     /// Indices of sleeping workers, most recent last (woken first: its cache is warmest).
     sleepers: Mutex<Vec<usize>>,
     wakes: Box<[Wake]>,
@@ -44,9 +48,9 @@ impl Idle {
     /// `wakes[i]` wakes worker `i`.
     fn with_wakes(wakes: Vec<Wake>) -> Self {
         Self {
-            num_sleeping: AtomicUsize::new(0),
+            num_sleeping: CachePadded::new(AtomicUsize::new(0)),
             // Workers start awake and searching.
-            num_searching: AtomicUsize::new(wakes.len()),
+            num_searching: CachePadded::new(AtomicUsize::new(wakes.len())),
             sleepers: Mutex::new(Vec::with_capacity(wakes.len())),
             wakes: wakes.into_boxed_slice(),
         }

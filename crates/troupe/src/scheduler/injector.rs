@@ -1,5 +1,7 @@
 //! The pool's global queue: actors scheduled from outside the pool (a plain thread spawning or
-//! sending, another pool, a timer) wait here until a worker takes a batch of them.
+//! sending, another pool, a timer) by a thread that holds none of the pool's outside queues
+//! (`external.rs`: a pool has a few, leased to the first threads that schedule onto it) wait
+//! here until a worker takes a batch of them.
 //!
 //! A mutex around a ring buffer, with the length mirrored in an atomic so that workers looking
 //! for work, and the parking protocol's last look, can see "empty" without taking the lock.

@@ -15,7 +15,8 @@
 //!   An actor woken from idle this way may take its message with it, not through its mailbox
 //!   (a hand-off, see `raw/cell.rs`);
 //! - scheduled from anywhere else (a plain thread, another pool, an actor's own thread, a
-//!   timer): into the injector, and a sleeping worker is woken;
+//!   timer): into that thread's own run queue of this pool (`external.rs`; the injector when
+//!   the pool's few such queues are all leased), and a sleeping worker is woken;
 //! - an actor whose turn used its whole budget (`throughput` messages): to the back of its
 //!   worker's local queue, so others get their turn.
 //!
@@ -27,6 +28,7 @@
 //! README for the protocol).
 
 pub(crate) mod dedicated;
+mod external;
 mod idle;
 mod injector;
 mod worker;
@@ -43,6 +45,7 @@ use crate::error::BuildError;
 use crate::loom::{AtomicBool, AtomicU64, Ordering};
 use crate::raw::{Executor, Runnable, Schedule};
 
+use external::External;
 pub(crate) use idle::Idle;
 use injector::Injector;
 
@@ -67,6 +70,8 @@ pub(crate) struct PoolShared {
     /// this pool changes, off the cache line of the fields idle workers poll.
     _counts_apart: CachePadded<()>,
     injector: Injector,
+    /// Run queues of the outside threads that schedule onto this pool (`external.rs`).
+    external: Arc<External>,
     stealers: Box<[Stealer<Runnable>]>,
     idle: Idle,
     throughput: usize,
@@ -108,7 +113,7 @@ impl PoolShared {
             turns: sum(|c| &c.turns),
             steals: sum(|c| &c.steals),
             parks: sum(|c| &c.parks),
-            injected_waiting: self.injector.len(),
+            injected_waiting: self.injector.len() + self.external.len(),
         }
     }
 }
@@ -130,7 +135,9 @@ impl Schedule for PoolShared {
                 self.idle.notify_one();
             }
             None => {
-                self.injector.push(runnable);
+                if let Err(runnable) = self.external.push(runnable) {
+                    self.injector.push(runnable);
+                }
                 self.idle.notify_one();
             }
         }
@@ -176,6 +183,7 @@ impl Pool {
         let shared = Arc::new(PoolShared {
             _counts_apart: CachePadded::new(()),
             injector: Injector::new(),
+            external: External::new(),
             stealers: queues.iter().map(|q| q.stealer()).collect(),
             idle: Idle::new(&parkers),
             throughput,
@@ -220,6 +228,7 @@ impl Pool {
 
     fn stop_threads(&mut self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
+        self.shared.external.close();
         self.shared.idle.wake_all();
         for handle in self.threads.drain(..) {
             // A worker never panics (turns catch handler panics); if one did, there is nothing

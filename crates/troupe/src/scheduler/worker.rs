@@ -2,14 +2,14 @@
 //! injector, or other workers, and runs one turn of each.
 //!
 //! # Order of looking for work
-//! 1. Every [`GLOBAL_INTERVAL`] ticks, the injector first, so actors scheduled from outside are
-//!    not starved by a busy local queue.
+//! 1. Every [`GLOBAL_INTERVAL`] ticks, the injector and the outside threads' queues first, so
+//!    actors scheduled from outside are not starved by a busy local queue.
 //! 2. The run-next position (LIFO slot): the first actor the last turn made runnable (with the
 //!    message handed to it, if it was idle; see `raw/run_next.rs`). Runs of LIFO turns are
 //!    unbounded while nothing else waits; after [`LIFO_STREAK`] in a row, the oldest actor of
 //!    the local queue goes first, and the LIFO actor waits in its position for one tick.
 //! 3. The local queue (front).
-//! 4. A batch from the injector.
+//! 4. A batch from the injector, or from an outside thread's queue (`external.rs`).
 //! 5. A batch stolen from another worker, starting at a rotating victim.
 //!
 //! # Panics
@@ -26,7 +26,7 @@ use std::cell::Cell;
 use std::ptr;
 use std::sync::Arc;
 
-use crossbeam_deque::{Steal, Worker as LocalQueue};
+use crossbeam_deque::{Steal, Stealer, Worker as LocalQueue};
 use crossbeam_utils::sync::Parker;
 
 use super::PoolShared;
@@ -40,6 +40,17 @@ const GLOBAL_INTERVAL: u32 = 61;
 const LIFO_STREAK: u32 = 64;
 /// Rounds of stealing before a worker with nothing to do parks.
 const SEARCH_ROUNDS: u32 = 16;
+
+/// A batch from `queue` into `local`, and one actor to run now.
+fn steal_from(queue: &Stealer<Runnable>, local: &LocalQueue<Runnable>) -> Option<Runnable> {
+    loop {
+        match queue.steal_batch_and_pop(local) {
+            Steal::Success(runnable) => return Some(runnable),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
+        }
+    }
+}
 
 /// What the current thread knows about the worker it is, if any.
 pub(super) struct Local {
@@ -94,6 +105,7 @@ pub(super) fn run(
         parker,
         until_global: GLOBAL_INTERVAL,
         lifo_streak: 0,
+        outside_start: 0,
         searching: true,
         turns: 0,
         steals: 0,
@@ -112,6 +124,8 @@ struct WorkerLoop<'a> {
     /// Ticks left until the injector is looked at first.
     until_global: u32,
     lifo_streak: u32,
+    /// The outside thread's queue looked at last (see `steal_outside`).
+    outside_start: usize,
     /// Counted in `Idle::num_searching`.
     searching: bool,
     /// Counters kept locally and published now and then (see `publish_counters`).
@@ -172,7 +186,7 @@ impl<'a> WorkerLoop<'a> {
         self.until_global -= 1;
         if self.until_global == 0 {
             self.until_global = GLOBAL_INTERVAL;
-            if let Some(runnable) = self.steal_injector() {
+            if let Some(runnable) = self.steal_outside() {
                 return Some((runnable, None));
             }
         }
@@ -194,15 +208,32 @@ impl<'a> WorkerLoop<'a> {
         local.queue.pop().map(|runnable| (runnable, None))
     }
 
-    fn steal_injector(&self) -> Option<Runnable> {
-        self.shared
+    /// What was scheduled from outside the pool: the injector, then the outside threads' own
+    /// queues (a batch from one of them).
+    fn steal_outside(&mut self) -> Option<Runnable> {
+        if let Some(runnable) = self
+            .shared
             .injector
             .take_batch(&self.local.queue, self.shared.stealers.len())
+        {
+            return Some(runnable);
+        }
+        let outside = self.shared.external.stealers();
+        let n = outside.len();
+        // Start after the queue looked at last, so no outside thread's queue waits behind
+        // another's.
+        for _ in 0..n {
+            self.outside_start = (self.outside_start + 1) % n;
+            if let Some(runnable) = steal_from(&outside[self.outside_start], &self.local.queue) {
+                return Some(runnable);
+            }
+        }
+        None
     }
 
-    /// The injector, then other workers' queues.
+    /// What was scheduled from outside, then other workers' queues.
     fn find_elsewhere(&mut self) -> Option<Runnable> {
-        if let Some(runnable) = self.steal_injector() {
+        if let Some(runnable) = self.steal_outside() {
             return Some(runnable);
         }
         let stealers = &self.shared.stealers;
@@ -213,15 +244,9 @@ impl<'a> WorkerLoop<'a> {
             if victim == self.index {
                 continue;
             }
-            loop {
-                match stealers[victim].steal_batch_and_pop(&self.local.queue) {
-                    Steal::Success(runnable) => {
-                        self.steals += 1;
-                        return Some(runnable);
-                    }
-                    Steal::Empty => break,
-                    Steal::Retry => continue,
-                }
+            if let Some(runnable) = steal_from(&stealers[victim], &self.local.queue) {
+                self.steals += 1;
+                return Some(runnable);
             }
         }
         None
@@ -237,11 +262,21 @@ impl<'a> WorkerLoop<'a> {
     }
 
     fn more_work_visible(&self) -> bool {
-        !self.local.queue.is_empty() || !self.shared.injector.is_empty()
+        !self.local.queue.is_empty() || self.outside_work_visible()
+    }
+
+    fn outside_work_visible(&self) -> bool {
+        !self.shared.injector.is_empty()
+            || self
+                .shared
+                .external
+                .stealers()
+                .iter()
+                .any(|s| !s.is_empty())
     }
 
     fn any_work_visible(&self) -> bool {
-        !self.shared.injector.is_empty() || self.shared.stealers.iter().any(|s| !s.is_empty())
+        self.outside_work_visible() || self.shared.stealers.iter().any(|s| !s.is_empty())
     }
 
     /// Searches briefly, then parks until woken. Returns false when the pool shuts down.
