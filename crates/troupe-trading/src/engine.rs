@@ -46,11 +46,23 @@
 //! with [`RejectReason::EngineUnavailable`] (their fate on disk is unknown: recovery tells),
 //! reports the error, and stops; receivers then reject orders for its books. As it stops, the
 //! engine flushes what it has applied and stops the flusher, joining its thread.
+//!
+//! An engine that stops for any reason (a log failure, a panic, `stop`, shutdown) leaves no
+//! order without an answer:
+//! - as it stops, once its log is flushed, it acknowledges what that flush covers (a
+//!   request-reply standby sends its primary the final watermark);
+//! - whatever it still holds is refused with `EngineUnavailable` when the engine is dropped;
+//! - a request-reply primary watches its standby: when the standby ends, the primary refuses
+//!   every pending order the standby's last watermark does not cover (new orders are refused
+//!   already, as `Replicate` cannot reach a stopped standby);
+//! - in one-way style the standby answers the client itself, so each `Replicate` carries an
+//!   [`Unanswered`] guard: an order the standby never handled (still in its mailbox when it
+//!   stopped) is refused on the standby's behalf as the message is dropped.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use troupe::{Actor, Addr, Context, Handler, Message};
+use troupe::{Actor, Addr, Context, Handler, Message, Terminated};
 
 use crate::log::{LogError, LogMode};
 use crate::order::{Ack, ClientId, Order, OrderKey, Outcome, RejectReason, Role};
@@ -103,10 +115,55 @@ impl Message for Place {
     type Reply = ();
 }
 
-/// An order the primary accepted, for its standby.
-struct Replicate(Order);
+/// An order the primary accepted, for its standby. In one-way style the standby answers the
+/// client itself, and `unanswered` answers for it if the message is dropped unhandled.
+struct Replicate {
+    order: Order,
+    unanswered: Option<Unanswered>,
+}
 impl Message for Replicate {
     type Reply = ();
+}
+
+/// Refuses an order with `EngineUnavailable`, on the standby's behalf, when dropped armed: the
+/// message carrying it was never handled (the standby stopped with it in its mailbox).
+struct Unanswered {
+    sessions: Arc<Sessions>,
+    client: ClientId,
+    client_order_id: u64,
+    armed: bool,
+}
+
+impl Unanswered {
+    fn new(sessions: Arc<Sessions>, order: &Order) -> Self {
+        Unanswered {
+            sessions,
+            client: order.client(),
+            client_order_id: order.client_order_id(),
+            armed: true,
+        }
+    }
+
+    /// The order reached the standby, which answers it.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if self.armed {
+            // A client that has gone away needs no answer.
+            let _ = self.sessions.deliver(
+                self.client,
+                Ack {
+                    client_order_id: self.client_order_id,
+                    outcome: Outcome::Rejected(RejectReason::EngineUnavailable),
+                    from: Role::Standby,
+                },
+            );
+        }
+    }
 }
 
 /// The standby's watermark: every order up to `upto` is applied and committed there.
@@ -215,16 +272,46 @@ pub struct Engine {
 }
 
 impl Actor for Engine {
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // A request-reply primary's pending orders wait for its standby's watermarks: it must
+        // hear when none will come.
+        if self.style == Style::RequestReply {
+            if let Some(standby) = self.standby.clone() {
+                ctx.watch(&standby);
+            }
+        }
+    }
+
     fn stopping(&mut self, _ctx: &mut Context<Self>) {
         // A clean stop leaves every applied order on disk, acknowledged or not, and the
         // flusher's thread joined.
-        if let Err(e) = self.shard.close() {
-            eprintln!(
+        match self.shard.close() {
+            Ok(()) => {
+                // Everything applied is now on disk here: acknowledge what that covers.
+                let upto = self.shard.applied();
+                self.committed = self.committed.max(upto);
+                // A request-reply standby in fsync mode leaves watermarks to its flusher,
+                // which is gone now: the last one goes from here.
+                if let (Role::Standby, Style::RequestReply, LogMode::Fsync, Some(primary)) =
+                    (self.role(), self.style, self.mode, &self.primary)
+                {
+                    let _ = primary.tell(Replicated { upto });
+                }
+                self.release();
+            }
+            Err(e) => eprintln!(
                 "pair {} {}: could not flush the log while stopping: {e}",
                 self.shard.pair(),
                 self.shard.role()
-            );
+            ),
         }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Whatever way the engine ended, nothing will answer these any more.
+        let _ = self.refuse_pending(|_| true);
     }
 }
 
@@ -376,14 +463,27 @@ impl Engine {
             self.shard.pair(),
             self.role()
         );
-        for p in std::mem::take(&mut self.pending) {
+        let _ = self.refuse_pending(|_| true);
+        ctx.stop();
+    }
+
+    /// Refuses, with `EngineUnavailable`, every pending order `which` selects (their fate on
+    /// disk is unknown: recovery tells); the others stay pending, in order.
+    /// Returns how many.
+    fn refuse_pending(&mut self, which: impl Fn(&Pending) -> bool) -> usize {
+        let (refused, kept): (VecDeque<Pending>, VecDeque<Pending>) =
+            std::mem::take(&mut self.pending)
+                .into_iter()
+                .partition(which);
+        self.pending = kept;
+        for p in &refused {
             self.ack(
                 p.client,
                 p.client_order_id,
                 Outcome::Rejected(RejectReason::EngineUnavailable),
             );
         }
-        ctx.stop();
+        refused.len()
     }
 
     fn state(&self) -> EngineState {
@@ -412,7 +512,13 @@ impl Handler<Place> for Engine {
             return;
         }
         if let Some(standby) = &self.standby {
-            if standby.tell(Replicate(order)).is_err() {
+            let unanswered = (self.style == Style::OneWay)
+                .then(|| Unanswered::new(self.sessions.clone(), &order));
+            if let Err(refused) = standby.tell(Replicate { order, unanswered }) {
+                // Answered here, not by the guard.
+                if let Some(guard) = refused.into_inner().unanswered {
+                    guard.disarm();
+                }
                 // Without its standby the pair cannot promise two copies.
                 self.ack(
                     order.client(),
@@ -427,8 +533,31 @@ impl Handler<Place> for Engine {
 }
 
 impl Handler<Replicate> for Engine {
-    fn handle(&mut self, Replicate(order): Replicate, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: Replicate, ctx: &mut Context<Self>) {
+        let Replicate { order, unanswered } = msg;
+        if let Some(guard) = unanswered {
+            guard.disarm();
+        }
         self.apply(&order, ctx);
+    }
+}
+
+impl Handler<Terminated> for Engine {
+    fn handle(&mut self, msg: Terminated, _ctx: &mut Context<Self>) {
+        if self.standby.as_ref().map(Addr::id) != Some(msg.id) {
+            return;
+        }
+        // No watermark will come: what the last one does not cover cannot be promised on two
+        // copies. What it covers is acknowledged as this engine's own flushes reach it.
+        let covered = self.standby_committed;
+        let refused = self.refuse_pending(|p| p.seq > covered);
+        if refused > 0 {
+            eprintln!(
+                "pair {} primary: the standby ended ({:?}); refused {refused} orders it had not committed",
+                self.shard.pair(),
+                msg.reason
+            );
+        }
     }
 }
 

@@ -574,3 +574,99 @@ fn bring_to(
     }
     Ok((r.journal, None))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::mpsc;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::order::{Ack, InstrumentId, Outcome, Side};
+
+    /// A standby that stops while orders flow (its mailbox full of them, the primary holding
+    /// orders that wait for its watermark) leaves no order unanswered: each is accepted by
+    /// every engine its style needs, or refused with `EngineUnavailable`.
+    fn standby_stopped_under_load(style: Style, log: LogMode) {
+        const ORDERS: u64 = 20_000;
+        let dir = tempfile::tempdir().unwrap();
+        let system = System::builder().workers(2).build().unwrap();
+        let exchange = Exchange::start(
+            &system,
+            ExchangeConfig {
+                style,
+                receivers: 2,
+                log,
+                log_dir: Some(dir.path().to_path_buf()),
+                ..ExchangeConfig::seed()
+            },
+        )
+        .unwrap();
+        let (tx, rx) = mpsc::channel::<Ack>();
+        let client = exchange.connect(tx).unwrap();
+        // Pair 0's books are A1..A5 (instruments 0..5); buys and sells at one price cross.
+        for id in 0..ORDERS {
+            let side = if id % 2 == 0 { Side::Buy } else { Side::Sell };
+            let instrument = InstrumentId((id % 5) as u16);
+            exchange
+                .submit(NewOrder::limit(client, id, instrument, side, 100, 1))
+                .unwrap();
+            if id == ORDERS / 4 {
+                exchange.pairs[0].1.stop();
+            }
+        }
+        let needed = style.acks_per_order();
+        let mut answers: HashMap<u64, (usize, bool)> = HashMap::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let settled = |answers: &HashMap<u64, (usize, bool)>| {
+            answers.len() as u64 == ORDERS
+                && answers
+                    .values()
+                    .all(|&(accepted, refused)| refused || accepted == needed)
+        };
+        while !settled(&answers) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(ack) = rx.recv_timeout(left) else {
+                break;
+            };
+            let entry = answers.entry(ack.client_order_id).or_default();
+            match ack.outcome {
+                Outcome::Accepted { .. } => entry.0 += 1,
+                Outcome::Rejected(RejectReason::EngineUnavailable) => entry.1 = true,
+                Outcome::Rejected(other) => panic!("order {}: {other}", ack.client_order_id),
+            }
+        }
+        let unanswered = (0..ORDERS)
+            .filter(|id| {
+                answers
+                    .get(id)
+                    .is_none_or(|&(accepted, refused)| !refused && accepted < needed)
+            })
+            .count();
+        let refused = answers.values().filter(|a| a.1).count();
+        assert_eq!(
+            unanswered, 0,
+            "{style:?} {log:?}: orders left without an answer ({refused} refused)"
+        );
+        assert!(
+            refused > 0,
+            "{style:?} {log:?}: the stop came after every order was done"
+        );
+        exchange.shutdown();
+        system.shutdown();
+    }
+
+    #[test]
+    fn request_reply_standby_stopped_under_load_leaves_no_order_unanswered() {
+        for log in [LogMode::None, LogMode::Fsync] {
+            standby_stopped_under_load(Style::RequestReply, log);
+        }
+    }
+
+    #[test]
+    fn one_way_standby_stopped_under_load_leaves_no_order_unanswered() {
+        for log in [LogMode::None, LogMode::Fsync] {
+            standby_stopped_under_load(Style::OneWay, log);
+        }
+    }
+}
