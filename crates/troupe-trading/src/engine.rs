@@ -56,7 +56,7 @@
 //!   every pending order the standby's last watermark does not cover (new orders are refused
 //!   already, as `Replicate` cannot reach a stopped standby);
 //! - in one-way style the standby answers the client itself, so each `Replicate` carries an
-//!   [`Unanswered`] guard: an order the standby never handled (still in its mailbox when it
+//!   `Unanswered` guard: an order the standby never handled (still in its mailbox when it
 //!   stopped) is refused on the standby's behalf as the message is dropped.
 
 use std::collections::VecDeque;
