@@ -13,20 +13,10 @@ use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use common::{wait_for, Counted, DropCounter, LONG};
+use common::{wait_for, DropCounter, Item, LONG};
 use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, SupervisorStrategy, System};
 
 const CATCH_UP: usize = 256;
-
-/// One message of a flood: who sent it, its place in that sender's sequence, and a drop token.
-struct Item {
-    from: u32,
-    seq: u64,
-    _token: Counted,
-}
-impl Message for Item {
-    type Reply = ();
-}
 
 /// What the consumer saw, shared with the test.
 #[derive(Default)]

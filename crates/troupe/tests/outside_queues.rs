@@ -15,18 +15,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use common::{wait_for, Counted, DropCounter, LONG};
+use common::{wait_for, DropCounter, Item, LONG};
 use troupe::{Actor, Addr, Context, Handler, Message, System};
-
-/// A message from sending thread `from`, `seq`-th of those it sent to this actor.
-struct Item {
-    from: u32,
-    seq: u64,
-    _token: Counted,
-}
-impl Message for Item {
-    type Reply = ();
-}
 
 /// Counts what it handled and checks each sender's order.
 #[derive(Default)]

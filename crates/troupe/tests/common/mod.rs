@@ -37,6 +37,17 @@ impl Drop for Counted {
     }
 }
 
+/// One message of a flood: who sent it, its place in that sender's sequence (so a receiver
+/// can check each sender's order), and a drop token (so every message's end is counted).
+pub struct Item {
+    pub from: u32,
+    pub seq: u64,
+    pub _token: Counted,
+}
+impl troupe::Message for Item {
+    type Reply = ();
+}
+
 /// Threads of this process whose names start with `prefix` (from /proc; names are cut to
 /// 15 bytes by the kernel, so keep prefixes short).
 pub fn threads_named(prefix: &str) -> usize {
