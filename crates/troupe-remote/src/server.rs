@@ -184,16 +184,8 @@ impl NatsServer {
     /// A JetStream server of a cluster whose route ports are all known.
     fn spawn_routed(tag: &str, cluster_port: u16, routes: &str) -> io::Result<Self> {
         Self::launch(tag, true, |cmd| {
-            cmd.args([
-                "--server_name",
-                tag,
-                "--cluster_name",
-                "troupe",
-                "--cluster",
-                &format!("nats://127.0.0.1:{cluster_port}"),
-                "--routes",
-                routes,
-            ]);
+            cluster_member(cmd, tag, &format!("nats://127.0.0.1:{cluster_port}"));
+            cmd.args(["--routes", routes]);
         })
     }
 
@@ -201,14 +193,7 @@ impl NatsServer {
     fn spawn(cluster: Option<Option<String>>, tag: &str, jetstream: bool) -> io::Result<Self> {
         Self::launch(tag, jetstream, |cmd| {
             if let Some(seed) = &cluster {
-                cmd.args([
-                    "--server_name",
-                    tag,
-                    "--cluster_name",
-                    "troupe",
-                    "--cluster",
-                    "nats://127.0.0.1:-1",
-                ]);
+                cluster_member(cmd, tag, "nats://127.0.0.1:-1");
                 if let Some(seed) = seed {
                     cmd.args(["--routes", seed]);
                 }
@@ -343,6 +328,19 @@ impl NatsServer {
             let _ = child.wait();
         }
     }
+}
+
+/// Makes `cmd` a member of the one cluster these servers form, named `tag`, listening for
+/// routes on `listen`.
+fn cluster_member(cmd: &mut Command, tag: &str, listen: &str) {
+    cmd.args([
+        "--server_name",
+        tag,
+        "--cluster_name",
+        "troupe",
+        "--cluster",
+        listen,
+    ]);
 }
 
 impl Drop for NatsServer {
