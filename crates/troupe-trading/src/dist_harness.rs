@@ -84,7 +84,8 @@ impl NodeProcess {
             )));
         };
         // SAFETY: kill(2) takes no memory. The id is our child's and the child is not reaped
-        // yet (`child` is `None` from the moment it is), so the id cannot have been reused.
+        // yet: reaping takes `child` out of its private `Option` and needs `&mut self`, which
+        // cannot coexist with this `&self`, so the id cannot have been reused.
         if unsafe { libc::kill(child.id() as i32, signal) } == 0 {
             Ok(())
         } else {
