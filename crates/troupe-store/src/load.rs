@@ -415,9 +415,14 @@ pub async fn closed(
         phase_ends.push(at);
     }
     let end = at;
+    // A phase begins when the search service has switched, not at its planned time: a
+    // request that began while the switch was on its way may still meet the old mode. Until
+    // a switch is confirmed, its boundary is the run's end (everything counts in the phase
+    // before it); the phase loop below moves it to the moment of the confirmation.
+    let mut known_ends = vec![end; phase_ends.len()];
     let recorder = Arc::new(Mutex::new(Recorder {
         start,
-        phase_ends: phase_ends.clone(),
+        phase_ends: known_ends.clone(),
         by_phase: BTreeMap::new(),
         by_second: BTreeMap::new(),
     }));
@@ -475,10 +480,15 @@ pub async fn closed(
     // The phases: nothing else happens on this task, so each switch is on time.
     let mut phase_starts = vec![(config.phases[0].name.clone(), 0.0)];
     for (index, phase) in config.phases.iter().enumerate().skip(1) {
-        let at = phase_ends[index - 1];
-        tokio::time::sleep_until(at.into()).await;
+        tokio::time::sleep_until(phase_ends[index - 1].into()).await;
         switch_search(search, phase.search).await?;
-        phase_starts.push((phase.name.clone(), at.duration_since(start).as_secs_f64()));
+        let switched = Instant::now();
+        known_ends[index - 1] = switched;
+        recorder.lock().unwrap().phase_ends[index - 1] = switched;
+        phase_starts.push((
+            phase.name.clone(),
+            switched.duration_since(start).as_secs_f64(),
+        ));
     }
     tokio::time::sleep_until(end.into()).await;
     let breaker = sampler.await.unwrap_or_default();
@@ -505,6 +515,12 @@ pub async fn closed(
     let recorder = recorder.lock().unwrap();
     let mut summaries = Vec::new();
     for (index, phase) in config.phases.iter().enumerate() {
+        let began = if index == 0 {
+            start
+        } else {
+            known_ends[index - 1]
+        };
+        let lasted = known_ends[index].saturating_duration_since(began);
         for kind in Kind::ALL {
             let empty = (Counts::default(), histogram());
             let (counts, h) = recorder.by_phase.get(&(index, kind)).unwrap_or(&empty);
@@ -518,7 +534,7 @@ pub async fn closed(
                 errors: counts.errors,
                 failed: counts.failed,
                 unfinished: counts.unfinished,
-                throughput: answered as f64 / phase.duration.as_secs_f64(),
+                throughput: answered as f64 / lasted.as_secs_f64().max(1e-9),
                 p50_ms: ms(h, 0.5),
                 p90_ms: ms(h, 0.9),
                 p99_ms: ms(h, 0.99),
