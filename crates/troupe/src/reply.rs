@@ -7,8 +7,9 @@
 //! actor.
 //!
 //! The same slot serves three ways of waiting:
-//! - `.await` (it is a `Future`): the slot keeps the task's `Waker` (polling again with a
-//!   waker that wakes the same task keeps it; another one replaces it);
+//! - `.await` (it is a `Future`): the first poll looks for the reply for a few microseconds
+//!   (`spin.rs`), then the slot keeps the task's `Waker` (polling again with a waker that wakes
+//!   the same task keeps it; another one replaces it);
 //! - [`Ask::wait`] / [`Ask::wait_timeout`] from a plain thread: the thread spins briefly, then
 //!   parks, with its handle in the slot for the replier to unpark;
 //! - [`Ask::pipe_to`](crate::Ask::pipe_to): the reply is delivered to another actor as a
@@ -29,6 +30,8 @@
 //!   thread flow back to the asker's. An ask allocates nothing once the shelves are warm
 //!   (`tests/ask_allocations.rs`).
 //! - `forward.rs`: `pipe_to`'s callback, stored inline (boxed only if it is large).
+//! - `spin.rs`: how long a polled `Ask` looks for its reply before it returns `Pending` (a
+//!   few microseconds, adapted per thread; never on a thread that runs actors).
 //!
 //! # Timeouts
 //! `ask_timeout` arms a timer that fills the slot with [`AskError::Timeout`]. The timer holds a
@@ -57,6 +60,7 @@ use crate::timer::TimerHandle;
 mod cache;
 mod forward;
 mod slot;
+mod spin;
 
 use forward::Forward;
 use slot::{Filler, Taker};
@@ -531,6 +535,11 @@ impl<R> Future for Ask<R> {
             .taker
             .as_mut()
             .expect("`Ask` polled after it completed");
+        // A reply that comes within a few microseconds saves the task's runtime a park and a
+        // wake-up (`reply/spin.rs`).
+        if !taker.is_filled() {
+            spin::until(|| taker.is_filled());
+        }
         if !taker.poll_filled(cx.waker()) {
             return Poll::Pending;
         }

@@ -176,3 +176,94 @@ fn shutdown_from_async_code_completes_without_panicking() {
         threads_named("tkown") + threads_named("tkclone") + threads_named("tkdrop") == 0
     });
 }
+
+/// Answers at once, or after `delay` (the reply deferred to a timer: no worker is held).
+struct Echo;
+impl Actor for Echo {}
+
+struct Answer {
+    n: u64,
+    delay: Option<Duration>,
+}
+impl Message for Answer {
+    type Reply = u64;
+}
+struct Late(u64, troupe::Deferred<u64>);
+impl Message for Late {
+    type Reply = ();
+}
+impl Handler<Answer> for Echo {
+    fn handle(&mut self, msg: Answer, ctx: &mut Context<Self>) -> u64 {
+        if let Some(delay) = msg.delay {
+            let reply = ctx.reply_later::<Answer>();
+            ctx.send_after(delay, Late(msg.n, reply));
+        }
+        msg.n
+    }
+}
+impl Handler<Late> for Echo {
+    fn handle(&mut self, msg: Late, _: &mut Context<Self>) {
+        let _ = msg.1.send(msg.0);
+    }
+}
+
+/// A polled ask looks for its reply for a few microseconds before it registers the task's
+/// waker (`reply/spin.rs`), with a budget that shrinks when replies come late. Quick replies,
+/// then replies later than any spin (the budget runs down to nothing), then quick ones again
+/// (a probe restores it): every ask is answered with its own reply, on a runtime of one thread
+/// and on the current-thread runtime, and several tasks asking at once each get theirs.
+#[test]
+fn awaited_asks_are_answered_whether_the_reply_is_quick_or_late() {
+    let system = System::new();
+    let echo = system.spawn(Echo);
+    let phases = [
+        (0..200, None),
+        (200..230, Some(Duration::from_millis(2))),
+        (230..1_000, None),
+    ];
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for runtime in [&multi, &current] {
+        let echo = echo.clone();
+        let phases = phases.clone();
+        runtime.block_on(async move {
+            for (range, delay) in phases {
+                for n in range {
+                    let got = tokio::time::timeout(LONG, echo.ask(Answer { n, delay }))
+                        .await
+                        .expect("answered in time");
+                    assert_eq!(got, Ok(n));
+                }
+            }
+        });
+    }
+    // Several tasks at once, some replies late: each gets its own.
+    multi.block_on(async {
+        let tasks: Vec<_> = (0..8u64)
+            .map(|t| {
+                let echo = echo.clone();
+                tokio::spawn(async move {
+                    for i in 0..100u64 {
+                        let n = t * 1_000 + i;
+                        let delay = (i % 10 == 0).then_some(Duration::from_millis(1));
+                        assert_eq!(echo.ask(Answer { n, delay }).await, Ok(n));
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            tokio::time::timeout(LONG, task)
+                .await
+                .expect("in time")
+                .expect("the task did not panic");
+        }
+    });
+    system.shutdown();
+}
