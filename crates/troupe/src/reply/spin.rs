@@ -101,7 +101,7 @@ pub(super) fn until(filled: impl Fn() -> bool) -> bool {
         .unwrap_or(false)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(troupe_loom)))]
 mod tests {
     use super::*;
 
