@@ -415,7 +415,7 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
         .thread_name("ask-tokio")
         .build()
         .context("starting the tokio runtime of the asking task")?;
-    for from in ["thread", "tokio-task"] {
+    for from in ["thread", "thread-timeout", "tokio-task"] {
         let label = format!("ask plain from {from} {n}");
         let [rate] = runner.measure(&label, || {
             let start = Instant::now();
@@ -426,6 +426,16 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
                         last = responder
                             .ask(Plain(last))
                             .wait()
+                            .map_err(|e| anyhow::anyhow!("an ask failed: {e}"))?;
+                    }
+                    last
+                }
+                "thread-timeout" => {
+                    let mut last = 0;
+                    for _ in 0..n {
+                        last = responder
+                            .ask(Plain(last))
+                            .wait_timeout(Duration::from_secs(60))
                             .map_err(|e| anyhow::anyhow!("an ask failed: {e}"))?;
                     }
                     last
@@ -465,8 +475,15 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             &format!(
                 "{}; from {}, each ask after the previous reply ({}); the handler returns the reply",
                 config.notes(),
-                if from == "thread" { "a plain thread" } else { "a tokio task on a runtime of one thread" },
-                if from == "thread" { "ask(..).wait()" } else { "ask(..).await" },
+                match from {
+                    "tokio-task" => "a tokio task on a runtime of one thread",
+                    _ => "a plain thread",
+                },
+                match from {
+                    "thread" => "ask(..).wait()",
+                    "thread-timeout" => "ask(..).wait_timeout(60 s)",
+                    _ => "ask(..).await",
+                },
             ),
         ))?;
     }

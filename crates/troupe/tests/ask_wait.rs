@@ -85,6 +85,58 @@ fn fast_and_slow_replies_and_failures_all_arrive() {
     system.shutdown();
 }
 
+/// `wait_timeout` spins as `wait` does before it parks, and keeps its deadline either way:
+/// quick replies (taken while spinning), slow ones within the deadline (parked), deadlines
+/// shorter than the spin and longer, and zero.
+#[test]
+fn wait_timeout_takes_quick_and_slow_replies_and_keeps_its_deadline() {
+    let system = System::new();
+    let echo = system.spawn(Echo);
+    let mut last = 0;
+    for _ in 0..10_000 {
+        last = echo
+            .ask(Now(last))
+            .wait_timeout(Duration::from_secs(30))
+            .unwrap();
+    }
+    assert_eq!(last, 10_000);
+    assert_eq!(
+        echo.ask(Slow(1, Duration::from_millis(30)))
+            .wait_timeout(Duration::from_secs(30)),
+        Ok(2)
+    );
+    assert_eq!(
+        echo.ask(Forget(Duration::from_millis(5)))
+            .wait_timeout(Duration::from_secs(30)),
+        Err(AskError::NoReply)
+    );
+    // Deadlines before the reply: shorter than the spin (a few microseconds), and longer.
+    for limit in [
+        Duration::ZERO,
+        Duration::from_micros(5),
+        Duration::from_millis(5),
+    ] {
+        let started = std::time::Instant::now();
+        let got = echo
+            .ask(Slow(1, Duration::from_secs(1)))
+            .wait_timeout(limit);
+        let took = started.elapsed();
+        assert_eq!(got, Err(AskError::Timeout(limit)));
+        assert!(took >= limit, "gave up after {took:?}, before {limit:?}");
+        // Not held to the end of the reply: gave up well before it.
+        assert!(
+            took < Duration::from_millis(500),
+            "gave up only after {took:?}"
+        );
+        // The slow reply still comes (and is dropped); the next ask is answered.
+        assert_eq!(
+            echo.ask(Now(7)).wait_timeout(Duration::from_secs(30)),
+            Ok(8)
+        );
+    }
+    system.shutdown();
+}
+
 /// Hands the token it is given back as the reply, after `pause`.
 struct Give(Counted, Duration);
 impl Message for Give {
