@@ -58,12 +58,13 @@ const CLOSED: usize = 1 << 3;
 const REF_ONE: usize = 1 << 4;
 const FLAGS: usize = REF_ONE - 1;
 
-/// How long [`Taker::wait`] and [`Taker::wait_until`] look for a reply before parking: spin hints with a look at the
-/// state after each (20-40 µs in all, as a hint takes 15-30 ns on current x86 cores). A reply
-/// from an actor on the pool often comes within that, and parking costs the asking thread a
-/// context switch each way. The look is a load of a line that stays in this core's cache until
-/// the filler writes it, so looking after every hint costs nothing, and the reply is seen
-/// within one hint (looking after every 32 added 0.4 µs to each round trip on average).
+/// How long [`Taker::wait`] and [`Taker::wait_until`] look for a reply before parking: spin
+/// hints with a look at the state after each (20-40 µs in all, as a hint takes 15-30 ns on
+/// current x86 cores). A reply from an actor on the pool often comes within that, and parking
+/// costs the asking thread a context switch each way. The look is a load of a line that stays
+/// in this core's cache until the filler writes it, so looking after every hint costs nothing,
+/// and the reply is seen within one hint (looking after every 32 added 0.4 µs to each round
+/// trip on average).
 #[cfg(not(troupe_loom))]
 const SPINS: u32 = 1280;
 
