@@ -3,7 +3,7 @@
 //! An `.await` that returns `Pending` costs the task's runtime a park and a wake-up of its
 //! thread when the reply comes: a futex or eventfd write on the replying worker, then a
 //! context switch. On the 2-core machine of the benchmarks that is 12-20 µs per round trip
-//! (about 65 k asks/s from a tokio task), while the reply itself comes in well under a
+//! (53-75 k asks/s from a tokio task), while the reply itself comes in well under a
 //! microsecond. So the first poll spins a little, looking at the slot after every spin hint,
 //! and only registers the waker if the reply has not come.
 //!
