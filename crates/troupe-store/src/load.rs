@@ -419,10 +419,9 @@ pub async fn closed(
     // request that began while the switch was on its way may still meet the old mode. Until
     // a switch is confirmed, its boundary is the run's end (everything counts in the phase
     // before it); the phase loop below moves it to the moment of the confirmation.
-    let mut known_ends = vec![end; phase_ends.len()];
     let recorder = Arc::new(Mutex::new(Recorder {
         start,
-        phase_ends: known_ends.clone(),
+        phase_ends: vec![end; phase_ends.len()],
         by_phase: BTreeMap::new(),
         by_second: BTreeMap::new(),
     }));
@@ -483,7 +482,6 @@ pub async fn closed(
         tokio::time::sleep_until(phase_ends[index - 1].into()).await;
         switch_search(search, phase.search).await?;
         let switched = Instant::now();
-        known_ends[index - 1] = switched;
         recorder.lock().unwrap().phase_ends[index - 1] = switched;
         phase_starts.push((
             phase.name.clone(),
@@ -518,9 +516,9 @@ pub async fn closed(
         let began = if index == 0 {
             start
         } else {
-            known_ends[index - 1]
+            recorder.phase_ends[index - 1]
         };
-        let lasted = known_ends[index].saturating_duration_since(began);
+        let lasted = recorder.phase_ends[index].saturating_duration_since(began);
         for kind in Kind::ALL {
             let empty = (Counts::default(), histogram());
             let (counts, h) = recorder.by_phase.get(&(index, kind)).unwrap_or(&empty);
