@@ -474,18 +474,38 @@ impl<R> Taker<R> {
         self.register(Waiter::Waker(waker.clone())).is_err()
     }
 
+    /// Looks for the value after each of [`SPINS`] spin hints, and with a `deadline` stops
+    /// once it has passed (looking at the clock every 64 hints: the look at the slot is a load
+    /// that hits in this core's cache, the clock is a call). The value, or the taker back.
+    #[cfg(not(troupe_loom))]
+    fn spin(self, deadline: Option<Instant>) -> Result<Result<R, AskError>, Self> {
+        let mut taker = self;
+        for spin in 0..SPINS {
+            std::hint::spin_loop();
+            match taker.try_take() {
+                Ok(result) => return Ok(result),
+                Err(back) => taker = back,
+            }
+            if spin % 64 == 63 && deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+        }
+        Err(taker)
+    }
+
+    /// Under loom there is no spin: its models cover the parking path.
+    #[cfg(troupe_loom)]
+    fn spin(self, _deadline: Option<Instant>) -> Result<Result<R, AskError>, Self> {
+        Err(self)
+    }
+
     /// Blocks until the value is there: spins briefly (not under loom, whose models cover the
     /// parking path), then parks with the thread registered for the filler to unpark.
     pub(crate) fn wait(self) -> Result<R, AskError> {
-        let mut taker = self;
-        #[cfg(not(troupe_loom))]
-        for _ in 0..SPINS {
-            std::hint::spin_loop();
-            match taker.try_take() {
-                Ok(result) => return result,
-                Err(back) => taker = back,
-            }
-        }
+        let mut taker = match self.spin(None) {
+            Ok(result) => return result,
+            Err(taker) => taker,
+        };
         let _ = taker.register(Waiter::Thread(thread::current()));
         loop {
             match taker.try_take() {
@@ -497,23 +517,13 @@ impl<R> Taker<R> {
     }
 
     /// Blocks until the value is there or `deadline` passes: the value, or `None` (the slot
-    /// is closed then: a later value is dropped by its filler). Spins first, as `wait`.
+    /// is closed then: a later value is dropped by its filler). Spins first, as `wait`, within
+    /// the deadline.
     pub(crate) fn wait_until(self, deadline: Instant) -> Option<Result<R, AskError>> {
-        let mut taker = self;
-        // Spins as `wait` does, looking at the clock now and then so that a deadline shorter
-        // than the spin is kept (the look at the slot is a load that hits in this core's
-        // cache; the clock is a call).
-        #[cfg(not(troupe_loom))]
-        for spin in 0..SPINS {
-            std::hint::spin_loop();
-            match taker.try_take() {
-                Ok(result) => return Some(result),
-                Err(back) => taker = back,
-            }
-            if spin % 64 == 63 && Instant::now() >= deadline {
-                break;
-            }
-        }
+        let mut taker = match self.spin(Some(deadline)) {
+            Ok(result) => return Some(result),
+            Err(taker) => taker,
+        };
         let _ = taker.register(Waiter::Thread(thread::current()));
         loop {
             match taker.try_take() {
