@@ -420,23 +420,16 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
         let [rate] = runner.measure(&label, || {
             let start = Instant::now();
             let last = match from {
-                "thread" => {
+                "thread" | "thread-timeout" => {
                     let mut last = 0;
                     for _ in 0..n {
-                        last = responder
-                            .ask(Plain(last))
-                            .wait()
-                            .map_err(|e| anyhow::anyhow!("an ask failed: {e}"))?;
-                    }
-                    last
-                }
-                "thread-timeout" => {
-                    let mut last = 0;
-                    for _ in 0..n {
-                        last = responder
-                            .ask(Plain(last))
-                            .wait_timeout(Duration::from_secs(60))
-                            .map_err(|e| anyhow::anyhow!("an ask failed: {e}"))?;
+                        let ask = responder.ask(Plain(last));
+                        let reply = if from == "thread" {
+                            ask.wait()
+                        } else {
+                            ask.wait_timeout(Duration::from_secs(60))
+                        };
+                        last = reply.map_err(|e| anyhow::anyhow!("an ask failed: {e}"))?;
                     }
                     last
                 }
