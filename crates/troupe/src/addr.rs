@@ -103,6 +103,7 @@ impl<A: Handler<M>, M: Message> Deliver<A> for Request<M> {
         self.reply.fail(match why {
             Discard::Stopped => AskError::Stopped,
             Discard::Overflow => AskError::Dropped,
+            Discard::Panicked => AskError::Panicked,
         });
     }
 }

@@ -13,6 +13,7 @@ use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ParentLink;
 use crate::reply::Deferred;
+use crate::runtime::IoTask;
 use crate::signal::Signal;
 use crate::spawn::{self, SpawnOptions};
 use crate::timer::TimerId;
@@ -60,7 +61,7 @@ use crate::timer::TimerId;
 /// ```
 #[derive(Debug)]
 pub struct StreamHandle {
-    task: tokio::task::AbortHandle,
+    task: IoTask,
 }
 
 impl StreamHandle {
@@ -714,6 +715,39 @@ impl<A: Actor> Context<A> {
         )
     }
 
+    /// The time of the system's clock: the monotonic clock in production, the simulated
+    /// clock in a simulation (`troupe::sim`). Read the time through it, not
+    /// `std::time::Instant::now()`, and a rate limiter or a lease runs unchanged in both.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// /// Lets a call through at most once a second.
+    /// struct Throttle { last: Option<Instant> }
+    /// impl Actor for Throttle {}
+    /// #[derive(Message)]
+    /// #[reply(bool)]
+    /// struct Call;
+    /// impl Handler<Call> for Throttle {
+    ///     fn handle(&mut self, _: Call, ctx: &mut Context<Self>) -> bool {
+    ///         let now = ctx.now();
+    ///         if self.last.is_some_and(|last| now - last < Duration::from_secs(1)) {
+    ///             return false;
+    ///         }
+    ///         self.last = Some(now);
+    ///         true
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let throttle = system.spawn(Throttle { last: None });
+    /// assert_eq!(throttle.ask(Call).wait(), Ok(true));
+    /// assert_eq!(throttle.ask(Call).wait(), Ok(false));
+    /// system.shutdown();
+    /// ```
+    pub fn now(&self) -> std::time::Instant {
+        self.cell().shared.system.now()
+    }
+
     /// Cancels a timer; true if it had not fired (or, for an interval, had not been
     /// cancelled yet).
     ///
@@ -819,7 +853,7 @@ impl<A: Actor> Context<A> {
                 let _ = me.tell(map(output));
             }
             Ok(std::task::Poll::Pending) => {
-                io.spawn(async move {
+                self.cell().shared.system.spawn_io(async move {
                     let output = future.await;
                     let _ = me.tell(map(output));
                 });
@@ -885,7 +919,7 @@ impl<A: Actor> Context<A> {
         M: Message,
     {
         let me = self.myself();
-        let task = self.cell().shared.system.io().spawn(async move {
+        let task = self.cell().shared.system.spawn_io(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
                 // Handled (or the actor gone) before the next item is pulled.
@@ -894,9 +928,7 @@ impl<A: Actor> Context<A> {
                 }
             }
         });
-        StreamHandle {
-            task: task.abort_handle(),
-        }
+        StreamHandle { task }
     }
 
     /// Runs `future` on the system's async runtime while this actor holds its mailbox: no
@@ -960,7 +992,7 @@ impl<A: Actor> Context<A> {
         }));
         self.attention = true;
         let me = self.cell().clone();
-        self.cell().shared.system.io().spawn(async move {
+        self.cell().shared.system.spawn_io(async move {
             let output = future.await;
             me.signal(Signal::Resume {
                 id,

@@ -47,6 +47,9 @@ mod spawn;
 mod system;
 mod context;
 
+// 8. Deterministic simulation: a system run from a seed on one thread, in simulated time.
+pub mod sim;
+
 pub use actor::{Actor, Context, Handler, Message, Terminated, WatchId};
 pub use addr::{Addr, Recipient};
 pub use bounded::Overflow;

@@ -273,7 +273,31 @@ fn on_signal<A: Actor>(turn: &mut Turn<'_, '_, A>, signal: Signal) {
             record_failure(cell, state, Failure::LinkFailed(id));
         }
         Signal::Resume { id, output } => resume(turn, id, output),
+        Signal::Crash => crash(turn),
     }
+}
+
+/// A crash a simulation injected: the actor, if running, fails as if the handler of its next
+/// message had panicked on it (the message is discarded, its asker told `Panicked`).
+fn crash<A: Actor>(turn: &mut Turn<'_, '_, A>) {
+    let (cell, mut inbox, state) = turn.parts();
+    if !matches!(state.life, Life::Running) {
+        return;
+    }
+    if let Some(actor) = state.actor.as_mut() {
+        let bound = cell.shared.bound();
+        inbox.deliver_next(actor, &mut state.ctx, || {
+            if let Some(bound) = bound {
+                bound.release(1);
+            }
+            Some(Discard::Panicked)
+        });
+    }
+    record_failure(
+        cell,
+        state,
+        Failure::Panicked("a crash injected by the simulation".to_owned()),
+    );
 }
 
 /// Runs the continuation of the await numbered `id`, if the actor still awaits it.
@@ -338,7 +362,7 @@ fn report_failure<A: Actor>(turn: &mut Turn<'_, '_, A>, failure: Box<Failure>) {
                 failure: *failure,
             });
         }
-        ParentLink::Root(_) => match supervise_self(state, &failure) {
+        ParentLink::Root(_) => match supervise_self(state, &failure, cell.shared.system.now()) {
             // A top-level supervised actor: the system restarts it, as a parent would.
             Ok(delay) => {
                 state.life = Life::Suspended(failure.clone());
@@ -363,6 +387,7 @@ fn report_failure<A: Actor>(turn: &mut Turn<'_, '_, A>, failure: Box<Failure>) {
 fn supervise_self<A: Actor>(
     state: &mut ActorState<A>,
     failure: &Failure,
+    now: Instant,
 ) -> Result<Option<std::time::Duration>, Failure> {
     let factory = state.ctx.rare.as_mut().and_then(|r| r.factory.as_mut());
     let Some(Factory {
@@ -377,7 +402,7 @@ fn supervise_self<A: Actor>(
         return Err(failure.clone());
     }
     intensity
-        .admit(strategy, Instant::now())
+        .admit(strategy, now)
         .ok_or_else(|| Failure::Escalated {
             child: Box::new(failure.clone()),
         })
@@ -477,7 +502,8 @@ fn supervise<A: Actor>(turn: &mut Turn<'_, '_, A>, key: usize, failure: Failure)
     let Some(children) = state.ctx.rare.as_mut().map(|r| &mut r.children) else {
         return;
     };
-    match children.decide(key, &failure, &strategy, stopping, Instant::now()) {
+    let now = cell.shared.system.now();
+    match children.decide(key, &failure, &strategy, stopping, now) {
         Decision::Nothing => {}
         Decision::Stop(child) => child.signal(Signal::Stop),
         Decision::Escalate(escalated) => {

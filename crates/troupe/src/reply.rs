@@ -482,7 +482,31 @@ impl<R> Ask<R> {
     /// ```
     pub fn wait(mut self) -> Result<R, AskError> {
         self.check_may_block();
-        self.take_taker().wait()
+        match role::driver() {
+            None => self.take_taker().wait(),
+            // Without a deadline the simulation runs until the reply is in, or reports that it
+            // never can be.
+            Some(driver) => self
+                .wait_simulated(&*driver, None)
+                .expect("a wait without a deadline ends with the reply"),
+        }
+    }
+
+    /// `wait` on the thread that drives a simulation: the simulation runs until the reply is
+    /// in, or its clock reaches `deadline` (`None` then; the slot is closed).
+    fn wait_simulated(
+        &mut self,
+        driver: &dyn role::Drive,
+        deadline: Option<Instant>,
+    ) -> Option<Result<R, AskError>> {
+        let taker = self.take_taker();
+        let target = self.target;
+        let what = || format!("the reply to an ask of actor {target}");
+        driver.run_until(&mut || taker.is_filled(), deadline, &what);
+        match taker.try_take() {
+            Ok(result) => Some(result),
+            Err(taker) => taker.close(),
+        }
     }
 
     /// Blocks the calling thread for at most `timeout`; [`AskError::Timeout`] if no reply came.
@@ -506,11 +530,12 @@ impl<R> Ask<R> {
     /// ```
     pub fn wait_timeout(mut self, timeout: Duration) -> Result<R, AskError> {
         self.check_may_block();
-        let deadline = Instant::now() + timeout;
         // Given up at the deadline: a later reply is dropped, and the timer (if any) goes.
-        self.take_taker()
-            .wait_until(deadline)
-            .unwrap_or(Err(AskError::Timeout(timeout)))
+        let reply = match role::driver() {
+            None => self.take_taker().wait_until(Instant::now() + timeout),
+            Some(driver) => self.wait_simulated(&*driver, Some(driver.now() + timeout)),
+        };
+        reply.unwrap_or(Err(AskError::Timeout(timeout)))
     }
 
     /// Delivers the result to `forward` when it arrives (immediately if it already has), on the

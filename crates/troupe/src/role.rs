@@ -1,9 +1,12 @@
 //! What the calling thread is to the runtime: a plain thread, a worker of a pool, or the
 //! thread of one actor. Blocking calls (`Ask::wait`, `System::shutdown`) ask before they block:
 //! a worker that blocks may be the very thread its reply needs, and an actor that waits for
-//! every actor to stop waits for itself.
+//! every actor to stop waits for itself. A thread that drives a simulation ([`Drive`]) runs it
+//! where it would block.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Instant;
 
 use crate::id::ActorId;
 
@@ -46,5 +49,60 @@ pub(crate) struct Entered {
 impl Drop for Entered {
     fn drop(&mut self) {
         ROLE.with(|r| r.set(self.before));
+    }
+}
+
+/// A thread that drives a simulated system (`sim/`): where another thread would block (an
+/// `Ask::wait`, a shutdown, `System::block_on`), it runs the simulation instead, until what it
+/// waits for has happened. Set by the simulation for the length of its run on that thread.
+pub(crate) trait Drive {
+    /// Runs the simulation until `done` holds (true), or until the simulated clock reaches
+    /// `deadline` (false). A simulation that can never make `done` hold without a deadline
+    /// (nothing can run, no timer is pending) panics, saying it was waiting for `what`.
+    fn run_until(
+        &self,
+        done: &mut dyn FnMut() -> bool,
+        deadline: Option<Instant>,
+        what: &dyn Fn() -> String,
+    ) -> bool;
+    /// The simulated clock.
+    fn now(&self) -> Instant;
+    /// Steps the simulation has taken so far (turns, polls, timers fired).
+    fn steps(&self) -> u64;
+    /// Reports that what a thread waits for can never happen, as a panic naming the seed.
+    fn stuck(&self, what: &str) -> !;
+    /// The simulation itself, for its own module to reach.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+thread_local! {
+    static DRIVER: RefCell<Option<Rc<dyn Drive>>> = const { RefCell::new(None) };
+}
+
+/// The simulation the calling thread drives, if any.
+pub(crate) fn driver() -> Option<Rc<dyn Drive>> {
+    DRIVER.try_with(|d| d.borrow().clone()).ok().flatten()
+}
+
+/// True if the calling thread drives a simulation.
+pub(crate) fn drives_simulation() -> bool {
+    DRIVER.try_with(|d| d.borrow().is_some()).unwrap_or(false)
+}
+
+/// Makes the calling thread drive `driver` until the guard is dropped.
+pub(crate) fn drive(driver: Rc<dyn Drive>) -> Driving {
+    let before = DRIVER.with(|d| d.borrow_mut().replace(driver));
+    Driving { before }
+}
+
+/// Restores the thread's previous driver (usually none) when dropped.
+pub(crate) struct Driving {
+    before: Option<Rc<dyn Drive>>,
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        let before = self.before.take();
+        let _ = DRIVER.try_with(|d| *d.borrow_mut() = before);
     }
 }

@@ -9,19 +9,30 @@
 //! Pools other than `default` start when the first actor is placed on them, so a system whose
 //! actors never block pays no thread for the `blocking` pool. The started pools' threads are
 //! kept here until shutdown joins them.
+//!
+//! A simulated system (`sim/`) has a [`Host`] instead of threads: the host gives the executors
+//! of its pools and of thread-placed actors, runs its futures, and hears of every spawn; the
+//! timers are on the host's clock and the thread that drives the simulation runs it wherever
+//! it would otherwise wait (`role::Drive`). This file and `system.rs` are where the two kinds of
+//! system differ.
 
+use std::any::TypeId;
 use std::future::Future;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::task::{Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::erased::ErasedRef;
+use crate::erased::{ErasedCell, ErasedRef};
 use crate::error::BuildError;
+use crate::id::ActorId;
 use crate::loom::{AtomicBool, AtomicUsize, Ordering};
 use crate::names::Names;
 use crate::raw::Executor;
+use crate::role;
 use crate::scheduler::{Pool, PoolConfig, PoolShared};
 use crate::signal::Signal;
 use crate::timer::TimerHandle;
@@ -35,12 +46,67 @@ pub(crate) struct RootKey {
     key: usize,
 }
 
-/// A pool as the system knows it: its name, how to start it, and, once started, its state and
-/// the handle its actors hold.
+/// A future the system runs for an actor (`pipe`, `await_then`, `attach_stream`).
+pub(crate) type IoFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What runs a simulated system in place of threads (implemented by `sim/`). See the module
+/// note.
+pub(crate) trait Host: Send + Sync {
+    /// The executor of the pool `config` describes.
+    fn pool(&self, config: &PoolConfig) -> Arc<Executor>;
+    /// The executor of the actor `id`, placed on a thread of its own.
+    fn thread(&self, id: ActorId) -> Arc<Executor>;
+    /// The actor `id`, of type `type_name`, was spawned.
+    fn spawned(&self, actor: Weak<dyn ErasedCell>, type_id: TypeId, type_name: &'static str);
+    /// Runs `future` among the simulation's tasks.
+    fn spawn(&self, future: IoFuture) -> IoTask;
+}
+
+/// A task a simulation runs ([`Host::spawn`]), as its handle sees it.
+pub(crate) trait HostedTask: Send + Sync {
+    /// Drops the future at the simulation's next step (a poll under way finishes).
+    fn abort(&self);
+    /// True once the future has finished or been dropped.
+    fn is_finished(&self) -> bool;
+}
+
+/// The handle of a future the system runs.
+pub(crate) enum IoTask {
+    Tokio(tokio::task::AbortHandle),
+    Hosted(Arc<dyn HostedTask>),
+}
+
+impl IoTask {
+    pub(crate) fn abort(&self) {
+        match self {
+            IoTask::Tokio(task) => task.abort(),
+            IoTask::Hosted(task) => task.abort(),
+        }
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        match self {
+            IoTask::Tokio(task) => task.is_finished(),
+            IoTask::Hosted(task) => task.is_finished(),
+        }
+    }
+}
+
+impl std::fmt::Debug for IoTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IoTask::Tokio(task) => task.fmt(f),
+            IoTask::Hosted(_) => f.write_str("IoTask::Hosted"),
+        }
+    }
+}
+
+/// A pool as the system knows it: its name, how to start it, and, once started, its state (a
+/// simulated system's pools have none) and the handle its actors hold.
 pub(crate) struct PoolEntry {
     pub(crate) name: String,
     config: PoolConfig,
-    started: OnceLock<(Arc<PoolShared>, Arc<Executor>)>,
+    started: OnceLock<(Option<Arc<PoolShared>>, Arc<Executor>)>,
 }
 
 impl PoolEntry {
@@ -52,9 +118,19 @@ impl PoolEntry {
         }
     }
 
-    /// The pool's state, if it has started.
+    /// How the pool is set up.
+    pub(crate) fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+
+    /// The pool's state, if it has started on threads.
     pub(crate) fn pool(&self) -> Option<&Arc<PoolShared>> {
-        self.started.get().map(|(pool, _)| pool)
+        self.started.get().and_then(|(pool, _)| pool.as_ref())
+    }
+
+    /// True once the pool has started (its threads, or its simulated executor).
+    pub(crate) fn is_started(&self) -> bool {
+        self.started.get().is_some()
     }
 }
 
@@ -69,13 +145,18 @@ pub(crate) struct SystemShared {
     running: Mutex<Option<Vec<Pool>>>,
     registry: Box<[CachePadded<Mutex<slab::Slab<ErasedRef>>>]>,
     live: CachePadded<AtomicUsize>,
-    all_stopped: (Mutex<()>, Condvar),
+    /// Notified when the live count reaches zero; the mutex holds the tasks waiting for that
+    /// (`until_all_stopped`).
+    all_stopped: (Mutex<Vec<Waker>>, Condvar),
     dedicated_threads: Mutex<Vec<JoinHandle<()>>>,
     shutting_down: AtomicBool,
     names: Names,
     timers: TimerHandle,
-    /// The async runtime: the caller's (`SystemBuilder::tokio_handle`) or the system's own.
+    /// The async runtime: the caller's (`SystemBuilder::tokio_handle`) or the system's own
+    /// (a simulation's, for a simulated system).
     io: tokio::runtime::Handle,
+    /// What runs a simulated system; `None` for one on threads.
+    host: Option<Arc<dyn Host>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -85,34 +166,59 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl SystemShared {
-    /// The shared state of a system whose `default` pool (the first entry) is `default`.
+    /// The shared state of a system whose `default` pool (the first entry) is `default`, or,
+    /// for a simulated system, whose pools are all `host`'s.
     pub(crate) fn new(
         name: String,
         pools: Vec<PoolEntry>,
-        default: Pool,
+        default: Result<Pool, Arc<dyn Host>>,
         timers: TimerHandle,
         io: tokio::runtime::Handle,
     ) -> Self {
-        let started = (default.shared.clone(), default.executor.clone());
-        assert!(
-            pools[0].started.set(started).is_ok(),
-            "the default pool starts once"
-        );
+        let (running, host) = match default {
+            Ok(default) => {
+                let started = (Some(default.shared.clone()), default.executor.clone());
+                assert!(
+                    pools[0].started.set(started).is_ok(),
+                    "the default pool starts once"
+                );
+                (vec![default], None)
+            }
+            Err(host) => {
+                let started = (None, host.pool(&pools[0].config));
+                assert!(
+                    pools[0].started.set(started).is_ok(),
+                    "the default pool starts once"
+                );
+                (Vec::new(), Some(host))
+            }
+        };
         Self {
             name,
             pools,
-            running: Mutex::new(Some(vec![default])),
+            running: Mutex::new(Some(running)),
             registry: (0..REGISTRY_SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(slab::Slab::new())))
                 .collect(),
             live: CachePadded::new(AtomicUsize::new(0)),
-            all_stopped: (Mutex::new(()), Condvar::new()),
+            all_stopped: (Mutex::new(Vec::new()), Condvar::new()),
             dedicated_threads: Mutex::new(Vec::new()),
             shutting_down: AtomicBool::new(false),
             names: Names::default(),
             timers,
             io,
+            host,
         }
+    }
+
+    /// What runs this system, if it is simulated.
+    pub(crate) fn host(&self) -> Option<&Arc<dyn Host>> {
+        self.host.as_ref()
+    }
+
+    /// The time of the system's clock (the simulated one, for a simulated system).
+    pub(crate) fn now(&self) -> Instant {
+        self.timers.now()
     }
 
     /// Registers a top-level actor built by `build` (given its registry key); returns what
@@ -156,9 +262,25 @@ impl SystemShared {
     pub(crate) fn actor_finished(&self) {
         if self.live.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Notify under the lock so a waiter between its check and its wait cannot miss it.
-            let _guard = lock(&self.all_stopped.0);
+            let waiting = std::mem::take(&mut *lock(&self.all_stopped.0));
             self.all_stopped.1.notify_all();
+            waiting.into_iter().for_each(Waker::wake);
         }
+    }
+
+    /// Completes once no actor is live (the live count can rise again afterwards).
+    pub(crate) async fn until_all_stopped(&self) {
+        std::future::poll_fn(|cx| {
+            let mut waiting = lock(&self.all_stopped.0);
+            if self.live() == 0 {
+                return Poll::Ready(());
+            }
+            if !waiting.iter().any(|w| w.will_wake(cx.waker())) {
+                waiting.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
     }
 
     /// Actors spawned and not yet finished.
@@ -168,7 +290,34 @@ impl SystemShared {
 
     /// Waits until no actor is live, re-sending stops every 100 ms (actors spawned while others
     /// stop are caught too), or until `deadline`. True if every actor stopped.
+    ///
+    /// On the thread that drives a simulation, the simulation runs meanwhile, on its own clock.
     pub(crate) fn stop_all_and_wait(&self, deadline: Option<Instant>) -> bool {
+        if let Some(driver) = role::driver() {
+            let what = || format!("every actor to stop ({} live)", self.live());
+            let mut idle_rounds = 0;
+            loop {
+                self.stop_top_level();
+                let steps = driver.steps();
+                let next = driver.now() + Duration::from_millis(100);
+                let until = deadline.map_or(next, |deadline| deadline.min(next));
+                if driver.run_until(&mut || self.live() == 0, Some(until), &what) {
+                    return true;
+                }
+                if deadline.is_some_and(|deadline| driver.now() >= deadline) {
+                    return false;
+                }
+                // Nothing ran for two rounds, the stops re-sent included: nothing ever will.
+                idle_rounds = if driver.steps() == steps {
+                    idle_rounds + 1
+                } else {
+                    0
+                };
+                if idle_rounds == 2 && deadline.is_none() {
+                    driver.stuck(&what());
+                }
+            }
+        }
         let mut guard = lock(&self.all_stopped.0);
         loop {
             if self.live() == 0 {
@@ -231,9 +380,33 @@ impl SystemShared {
         &self.io
     }
 
-    /// Runs `future` on the async runtime, blocking the calling thread.
+    /// Runs `future` for an actor: on the async runtime, or among a simulation's tasks.
+    pub(crate) fn spawn_io(&self, future: impl Future<Output = ()> + Send + 'static) -> IoTask {
+        match &self.host {
+            None => IoTask::Tokio(self.io.spawn(future).abort_handle()),
+            Some(host) => host.spawn(Box::pin(future)),
+        }
+    }
+
+    /// Runs `future` on the async runtime, blocking the calling thread; on the thread that
+    /// drives a simulation, the simulation runs until the future is done.
     pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.io.block_on(future)
+        let Some(driver) = role::driver() else {
+            return self.io.block_on(future);
+        };
+        let _runtime = self.io.enter();
+        let mut future = std::pin::pin!(future);
+        let woken = Arc::new(Woken::default());
+        let waker = Waker::from(woken.clone());
+        loop {
+            let mut cx = std::task::Context::from_waker(&waker);
+            if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+                return output;
+            }
+            driver.run_until(&mut || woken.take(), None, &|| {
+                "a future given to `System::block_on`".to_owned()
+            });
+        }
     }
 
     /// The default pool's executor.
@@ -254,6 +427,12 @@ impl SystemShared {
         if let Some((_, executor)) = entry.started.get() {
             return Ok(Some(executor));
         }
+        if let Some(host) = &self.host {
+            let (_, executor) = entry
+                .started
+                .get_or_init(|| (None, host.pool(&entry.config)));
+            return Ok(Some(executor));
+        }
         // Started under the lock that shutdown takes the threads with: a pool either starts
         // before shutdown (and is joined) or not at all.
         let mut running = lock(&self.running);
@@ -266,7 +445,7 @@ impl SystemShared {
             let pool = Pool::start(&entry.config)?;
             let _ = entry
                 .started
-                .set((pool.shared.clone(), pool.executor.clone()));
+                .set((Some(pool.shared.clone()), pool.executor.clone()));
             running.push(pool);
         }
         Ok(entry.started.get().map(|(_, executor)| executor))
@@ -285,6 +464,23 @@ impl SystemShared {
     /// Worker threads in the default pool.
     pub(crate) fn default_workers(&self) -> usize {
         self.pools[0].config.workers
+    }
+}
+
+/// A waker that only records that it was woken (`block_on` on a simulation's thread).
+#[derive(Default)]
+struct Woken(Mutex<bool>);
+
+impl Woken {
+    /// True if woken since the last call.
+    fn take(&self) -> bool {
+        std::mem::take(&mut *lock(&self.0))
+    }
+}
+
+impl std::task::Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        *lock(&self.0) = true;
     }
 }
 

@@ -36,6 +36,9 @@ pub(crate) enum Signal {
         id: u32,
         output: Box<dyn Any + Send>,
     },
+    /// A fault a simulation injects (`sim/`): a running actor fails as if the handler of its
+    /// next message had panicked (that message is lost, its asker gets `Panicked`).
+    Crash,
 }
 
 struct Node {

@@ -14,7 +14,6 @@ use crate::names::RegistryError;
 use crate::raw::{self, Cell, Executor, Runnable};
 use crate::runtime::SystemShared;
 use crate::scheduler::dedicated::{self, ThreadExecutor};
-use crate::scheduler::PoolShared;
 use crate::signal::{Signal, SignalStack};
 use crate::supervision::{Intensity, Restart, SupervisorStrategy};
 
@@ -244,7 +243,7 @@ impl SpawnOptions {
 /// The executor a child of an actor running on `parent` inherits: the parent's pool, if it
 /// runs on one.
 pub(crate) fn inherited_pool(parent: &Arc<Executor>) -> Option<Arc<Executor>> {
-    parent.as_any().is::<PoolShared>().then(|| parent.clone())
+    parent.is_pool().then(|| parent.clone())
 }
 
 /// Builds a cell for `actor`, not yet running, and the right to run its first turn. The
@@ -257,6 +256,7 @@ pub(crate) fn new_cell<A: Actor>(
     inherited: Option<Arc<Executor>>,
     parent: ParentLink,
 ) -> (Arc<ActorCell<A>>, Runnable) {
+    let id = ActorId::next();
     let executor: Arc<Executor> = match options.placement {
         Placement::Pool => inherited.unwrap_or_else(|| system.default_pool().clone()),
         Placement::Named(name) => match system.pool_named(name) {
@@ -273,10 +273,12 @@ pub(crate) fn new_cell<A: Actor>(
                 system.default_pool().clone()
             }
         },
-        Placement::Thread => Executor::new(Arc::new(ThreadExecutor::new())),
+        Placement::Thread => match system.host() {
+            None => Executor::new(Arc::new(ThreadExecutor::new())),
+            Some(host) => host.thread(id),
+        },
     };
     system.actor_spawned();
-    let id = ActorId::next();
     tracing::trace!(actor = %id, "spawning");
     let shared = ActorShared {
         signals: SignalStack::new(),
@@ -290,13 +292,22 @@ pub(crate) fn new_cell<A: Actor>(
         },
     };
     let ctx = Context::new(options.measure_time, factory);
-    Cell::new(
+    let (cell, first) = Cell::new(
         executor,
         id,
         shared,
         ActorState::new(actor, ctx),
         options.catch_up,
-    )
+    );
+    if let Some(host) = system.host() {
+        let erased: Arc<dyn ErasedCell> = cell.clone();
+        host.spawned(
+            Arc::downgrade(&erased),
+            std::any::TypeId::of::<A>(),
+            std::any::type_name::<A>(),
+        );
+    }
+    (cell, first)
 }
 
 /// Runs the actor's first turn on its executor (starting its thread, for a thread-backed actor).

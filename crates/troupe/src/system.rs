@@ -32,10 +32,10 @@ use crate::error::{BuildError, ShutdownError};
 use crate::metrics::PoolMetrics;
 use crate::names::RegistryError;
 use crate::role;
-use crate::runtime::{PoolEntry, SystemShared};
+use crate::runtime::{Host, PoolEntry, SystemShared};
 use crate::scheduler::{Pool, PoolConfig};
 use crate::spawn::{self, Placement, SpawnOptions};
-use crate::timer::TimerService;
+use crate::timer::{SimulatedClock, TimerService};
 
 /// The environment variable that sets the default pool's worker count (like Go's
 /// `GOMAXPROCS`), unless the builder sets it.
@@ -215,8 +215,72 @@ impl SystemBuilder {
     /// # Ok::<(), troupe::BuildError>(())
     /// ```
     pub fn build(self) -> Result<System, BuildError> {
+        let pools = self.pool_plan()?;
+        if self.tokio.is_none() && (self.io_threads == 0 || self.io_threads > MAX_THREADS) {
+            return Err(BuildError::Config(format!(
+                "the async runtime needs 1 to {MAX_THREADS} threads (asked for {})",
+                self.io_threads
+            )));
+        }
+
+        let (io, own_runtime) = match &self.tokio {
+            Some(handle) => (handle.clone(), None),
+            None => {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(self.io_threads)
+                    .thread_name(format!("{}-io", self.name))
+                    .enable_all()
+                    .build()
+                    .map_err(BuildError::Thread)?;
+                (runtime.handle().clone(), Some(runtime))
+            }
+        };
+        let entries = self.pool_entries(pools, &io);
+        let default = Pool::start(&entries[0].config().clone())?;
+        let timer_service = TimerService::start(&self.name)?;
+        let shared = Arc::new(SystemShared::new(
+            self.name,
+            entries,
+            Ok(default),
+            timer_service.handle(),
+            io,
+        ));
+        Ok(System::from_parts(shared, timer_service, own_runtime))
+    }
+
+    /// A system run by `host` (a simulation) instead of threads: its pools are the host's, its
+    /// timers on `clock`, its futures on the host's tasks in the context of `io`. Every setting
+    /// is checked as `build` checks it.
+    pub(crate) fn build_hosted(
+        self,
+        host: Arc<dyn Host>,
+        io: tokio::runtime::Handle,
+        clock: SimulatedClock,
+    ) -> Result<System, BuildError> {
+        if self.tokio.is_some() {
+            return Err(BuildError::Config(
+                "a simulated system runs its futures on the simulation's own runtime: \
+                 remove `tokio_handle`"
+                    .to_owned(),
+            ));
+        }
+        let pools = self.pool_plan()?;
+        let entries = self.pool_entries(pools, &io);
+        let timer_service = TimerService::simulated(clock);
+        let shared = Arc::new(SystemShared::new(
+            self.name,
+            entries,
+            Err(host),
+            timer_service.handle(),
+            io,
+        ));
+        Ok(System::from_parts(shared, timer_service, None))
+    }
+
+    /// Every pool (`default`, `blocking`, then the named ones): name, workers, throughput, and
+    /// whether its handlers may block; each checked.
+    fn pool_plan(&self) -> Result<Vec<(String, usize, usize, bool)>, BuildError> {
         let workers = self.default_workers()?;
-        const MAX_THREADS: usize = 4096;
         let mut pools = vec![
             ("default".to_owned(), workers, self.throughput, false),
             (
@@ -244,26 +308,16 @@ impl SystemBuilder {
                 )));
             }
         }
-        if self.tokio.is_none() && (self.io_threads == 0 || self.io_threads > MAX_THREADS) {
-            return Err(BuildError::Config(format!(
-                "the async runtime needs 1 to {MAX_THREADS} threads (asked for {})",
-                self.io_threads
-            )));
-        }
+        Ok(pools)
+    }
 
-        let (io, own_runtime) = match self.tokio {
-            Some(handle) => (handle, None),
-            None => {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(self.io_threads)
-                    .thread_name(format!("{}-io", self.name))
-                    .enable_all()
-                    .build()
-                    .map_err(BuildError::Thread)?;
-                (runtime.handle().clone(), Some(runtime))
-            }
-        };
-        let entries: Vec<PoolEntry> = pools
+    /// The system's view of each planned pool.
+    fn pool_entries(
+        &self,
+        pools: Vec<(String, usize, usize, bool)>,
+        io: &tokio::runtime::Handle,
+    ) -> Vec<PoolEntry> {
+        pools
             .into_iter()
             .map(|(name, workers, throughput, may_block)| {
                 let thread_name = if name == "default" {
@@ -280,23 +334,20 @@ impl SystemBuilder {
                 };
                 PoolEntry::new(name, config)
             })
-            .collect();
-        let default = Pool::start(&PoolConfig {
-            name: self.name.clone(),
-            workers,
-            throughput: self.throughput,
-            may_block: false,
-            io: Some(io.clone()),
-        })?;
-        let timer_service = TimerService::start(&self.name)?;
-        let shared = Arc::new(SystemShared::new(
-            self.name,
-            entries,
-            default,
-            timer_service.handle(),
-            io,
-        ));
-        Ok(System {
+            .collect()
+    }
+}
+
+/// Threads a system may start: a bound that catches a mistyped size before the machine does.
+const MAX_THREADS: usize = 4096;
+
+impl System {
+    fn from_parts(
+        shared: Arc<SystemShared>,
+        timer_service: TimerService,
+        own_runtime: Option<tokio::runtime::Runtime>,
+    ) -> System {
+        System {
             inner: Arc::new(Inner {
                 shared,
                 threads: Mutex::new(Some(Threads {
@@ -305,7 +356,7 @@ impl SystemBuilder {
                 })),
                 released: (Mutex::new(false), Condvar::new()),
             }),
-        })
+        }
     }
 }
 
@@ -675,6 +726,25 @@ impl System {
         self.shared().block_on(future)
     }
 
+    /// The time of the system's clock: the monotonic clock, or a simulation's clock (see
+    /// `troupe::sim`). Code that reads the time through it (or `Context::now`) runs unchanged
+    /// in a simulation.
+    ///
+    /// ```
+    /// let system = troupe::System::new();
+    /// let before = system.now();
+    /// assert!(system.now() >= before);
+    /// system.shutdown();
+    /// ```
+    pub fn now(&self) -> Instant {
+        self.shared().now()
+    }
+
+    /// The system's timer service.
+    pub(crate) fn timers(&self) -> crate::timer::TimerHandle {
+        self.shared().timers().clone()
+    }
+
     /// Actors spawned and not yet fully stopped.
     ///
     /// ```
@@ -734,8 +804,10 @@ impl System {
                         injected_waiting: c.injected_waiting,
                     }
                 }
+                // Not started, or simulated (no threads, no counters).
                 None => PoolMetrics {
                     name: entry.name.clone(),
+                    started: entry.is_started(),
                     ..PoolMetrics::default()
                 },
             })
@@ -799,7 +871,7 @@ impl System {
             self.shutdown_in_background();
             return Err(ShutdownError::InsideActor);
         }
-        self.shutdown_until(Some(Instant::now() + timeout))
+        self.shutdown_until(Some(self.inner.shared.now() + timeout))
     }
 
     /// Shuts the system down from async code: asks every actor to stop, and completes when all
@@ -821,6 +893,12 @@ impl System {
     pub async fn shutdown_async(&self) {
         self.inner.shared.begin_shutdown();
         self.inner.shared.stop_top_level();
+        if self.inner.shared.host().is_some() {
+            // Simulated: no thread to join, so nothing blocks; the simulation runs meanwhile.
+            self.inner.shared.until_all_stopped().await;
+            self.inner.release_threads();
+            return;
+        }
         let (done, finished) = tokio::sync::oneshot::channel();
         let system = self.clone();
         let spawned = std::thread::Builder::new()
@@ -840,8 +918,8 @@ impl System {
     }
 
     fn shutdown_until(&self, deadline: Option<Instant>) -> Result<(), ShutdownError> {
-        let started = Instant::now();
         let shared = &self.inner.shared;
+        let started = shared.now();
         shared.begin_shutdown();
         tracing::debug!(system = %shared.name, "shutting down");
         if !shared.stop_all_and_wait(deadline) {
@@ -849,7 +927,7 @@ impl System {
             self.shutdown_in_background();
             return Err(ShutdownError::Timeout {
                 remaining,
-                waited: started.elapsed(),
+                waited: shared.now().saturating_duration_since(started),
             });
         }
         self.inner.release_threads();
@@ -869,6 +947,14 @@ impl Inner {
         self.shared.begin_shutdown();
         self.shared.stop_top_level();
         let inner = self.clone();
+        if self.shared.host().is_some() {
+            // Simulated: the simulation finishes it, as one of its tasks.
+            self.shared.spawn_io(async move {
+                inner.shared.until_all_stopped().await;
+                inner.release_threads();
+            });
+            return;
+        }
         let spawned = std::thread::Builder::new()
             .name(format!("{}-reaper", self.shared.name))
             .spawn(move || {
@@ -932,6 +1018,22 @@ impl Drop for Inner {
             released: (Mutex::new(false), Condvar::new()),
         };
         rest.shared.begin_shutdown();
+        if rest.shared.host().is_some() {
+            // Simulated: the thread that drives the simulation waits (in simulated time) unless
+            // it is unwinding; elsewhere the simulation finishes it.
+            let drives = role::drives_simulation() && !role::runs_actors();
+            if drives
+                && !std::thread::panicking()
+                && rest
+                    .shared
+                    .stop_all_and_wait(Some(rest.shared.now() + Duration::from_secs(10)))
+            {
+                rest.release_threads();
+            } else {
+                Arc::new(rest).begin_in_background();
+            }
+            return;
+        }
         let must_not_block = role::runs_actors() || tokio::runtime::Handle::try_current().is_ok();
         if !must_not_block
             && rest

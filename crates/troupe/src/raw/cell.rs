@@ -254,6 +254,11 @@ impl Runnable {
         self.header
     }
 
+    /// The actor this is the right to run.
+    pub(crate) fn id(&self) -> ActorId {
+        self.header_ref().id
+    }
+
     fn header_ref(&self) -> &Header {
         // SAFETY: a Runnable exists only while its actor has not finished, so the alive
         // reference keeps the cell (and its header) allocated (module note).

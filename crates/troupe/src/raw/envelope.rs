@@ -35,6 +35,8 @@ pub(crate) enum Discard {
     Stopped,
     /// A bounded mailbox's overflow policy dropped it; the target runs on.
     Overflow,
+    /// The target failed as it took it (a crash a simulation injected).
+    Panicked,
 }
 
 /// Something that can be delivered to a target of type `T`: a told message, an asked message

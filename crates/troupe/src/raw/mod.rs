@@ -44,9 +44,11 @@ pub(crate) trait Schedule: Send + Sync + 'static {
     /// Runs the actor's next turn, some time soon.
     fn schedule(&self, runnable: Runnable);
 
-    /// This executor as `Any`, so the layer that made it can recognise it (a child inherits
-    /// its parent's pool).
+    /// This executor as `Any`, so the layer that made it can recognise it.
     fn as_any(&self) -> &dyn std::any::Any;
+
+    /// True for a pool (whose actors' children inherit it); false for an actor's own thread.
+    fn is_pool(&self) -> bool;
 }
 
 /// An executor as cells hold it: one allocation per pool (or actor thread), shared by its
@@ -71,6 +73,11 @@ impl Executor {
     /// The executor behind this handle, as `Any`.
     pub(crate) fn as_any(&self) -> &dyn std::any::Any {
         self.inner.as_any()
+    }
+
+    /// True for a pool; false for an actor's own thread.
+    pub(crate) fn is_pool(&self) -> bool {
+        self.inner.is_pool()
     }
 }
 

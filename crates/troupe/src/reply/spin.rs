@@ -78,7 +78,8 @@ thread_local! {
 /// Spins while `filled` is false, within this thread's budget; true if it became true. Does
 /// not spin on threads that run actors, or under loom (whose models cover the waker path).
 pub(super) fn until(filled: impl Fn() -> bool) -> bool {
-    if cfg!(troupe_loom) || role::runs_actors() {
+    // A simulation's thread has nobody to wait for: the reply comes only once it runs on.
+    if cfg!(troupe_loom) || role::runs_actors() || role::drives_simulation() {
         return false;
     }
     // A thread being torn down (its thread-locals gone) does not spin.

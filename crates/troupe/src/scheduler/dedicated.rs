@@ -114,4 +114,8 @@ impl Schedule for ThreadExecutor {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn is_pool(&self) -> bool {
+        false
+    }
 }

@@ -146,6 +146,10 @@ impl Schedule for PoolShared {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn is_pool(&self) -> bool {
+        true
+    }
 }
 
 /// A running pool: its shared state, the handle its actors hold, and its threads.

@@ -185,9 +185,28 @@ struct Shared {
     wake: Condvar,
     /// Tick 0.
     origin: Instant,
+    /// The clock of a simulated system (`sim/`), which fires due timers itself; `None`: the
+    /// monotonic clock and a driver thread.
+    simulated: Option<SimulatedClock>,
 }
 
+/// Reads a simulated clock.
+pub(crate) type SimulatedClock = Box<dyn Fn() -> Instant + Send + Sync>;
+
 impl Shared {
+    fn new(simulated: Option<SimulatedClock>) -> Self {
+        Self {
+            state: Mutex::new(State {
+                wheel: Wheel::new(),
+                sleeping_until: None,
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            origin: simulated.as_ref().map_or_else(Instant::now, |now| now()),
+            simulated,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // No user code runs under the lock and the wheel does not panic, so a poisoned lock
         // (a bug elsewhere) still guards a consistent state.
@@ -196,7 +215,10 @@ impl Shared {
 
     /// Nanoseconds since the origin.
     fn now_ns(&self) -> u128 {
-        self.origin.elapsed().as_nanos()
+        match &self.simulated {
+            None => self.origin.elapsed().as_nanos(),
+            Some(now) => now().saturating_duration_since(self.origin).as_nanos(),
+        }
     }
 
     /// Whole ticks since the origin.
@@ -269,18 +291,7 @@ fn drive(shared: &Shared) {
         run(&mut due, &mut ran);
         state = shared.lock();
         for (key, action, keep) in ran.drain(..) {
-            let entry = if keep {
-                state.wheel.get_mut(key)
-            } else {
-                // The shell removed here holds no action: dropping it runs no user code.
-                state.wheel.remove(key);
-                None
-            };
-            match entry {
-                Some(Timer::Every(repeating)) => repeating.action = Some(action),
-                // Stopped, or cancelled while it ran.
-                _ => retired.push(action),
-            }
+            retired.extend(put_back(&mut state, key, action, keep));
         }
         if !retired.is_empty() {
             drop(state);
@@ -291,6 +302,31 @@ fn drive(shared: &Shared) {
     let pending = std::mem::take(&mut state.wheel);
     drop(state);
     drop(pending);
+}
+
+/// Gives a repeating timer's action back to its entry after a firing (`keep`: it asked to go
+/// on), or removes the entry; the action comes back when the timer is over (stopped, or
+/// cancelled while it ran), to be dropped outside the lock.
+fn put_back(
+    state: &mut State,
+    key: Key,
+    action: RepeatingAction,
+    keep: bool,
+) -> Option<RepeatingAction> {
+    let entry = if keep {
+        state.wheel.get_mut(key)
+    } else {
+        // The shell removed here holds no action: dropping it runs no user code.
+        state.wheel.remove(key);
+        None
+    };
+    match entry {
+        Some(Timer::Every(repeating)) => {
+            repeating.action = Some(action);
+            None
+        }
+        _ => Some(action),
+    }
 }
 
 /// The wheel's verdict on a due timer: takes its action into `due`, and re-arms a repeating
@@ -383,6 +419,54 @@ impl TimerHandle {
     fn capacity(&self) -> usize {
         self.shared.lock().wheel.capacity()
     }
+
+    /// The time of the service's clock (the simulated one, for a simulated system).
+    pub(crate) fn now(&self) -> Instant {
+        match &self.shared.simulated {
+            None => Instant::now(),
+            Some(now) => now(),
+        }
+    }
+
+    /// When the wheel next has work (never later than the earliest deadline; `None`: no timer
+    /// pending). For a simulation, which has no driver thread and moves its clock itself.
+    pub(crate) fn next_work(&self) -> Option<Instant> {
+        let tick = self.shared.lock().wheel.next_deadline()?;
+        self.shared.origin.checked_add(tick_offset(tick))
+    }
+
+    /// The timers due by the clock's time, taken out of the wheel (a repeating one re-armed for
+    /// its next firing), for a simulation to fire one by one with [`DueTimer::fire`].
+    pub(crate) fn take_due(&self) -> Vec<DueTimer> {
+        let mut due = Vec::new();
+        let mut state = self.shared.lock();
+        let now = self.shared.now_tick();
+        state
+            .wheel
+            .advance_rearm(now, |key, timer| take_due(key, timer, now, &mut due));
+        drop(state);
+        due.into_iter().map(DueTimer).collect()
+    }
+}
+
+/// A timer taken out of the wheel because it is due ([`TimerHandle::take_due`]).
+pub(crate) struct DueTimer(Due);
+
+impl DueTimer {
+    /// Runs the action (a panic is caught, as on the driver thread; a repeating timer that
+    /// panics is stopped); a repeating timer's action goes back to its entry.
+    pub(crate) fn fire(self, timers: &TimerHandle) {
+        match self.0 {
+            Due::Once(action) => {
+                let _ = panic::catch_unwind(AssertUnwindSafe(action));
+            }
+            Due::Every(key, mut action) => {
+                let keep = panic::catch_unwind(AssertUnwindSafe(&mut action)).unwrap_or(false);
+                let retired = put_back(&mut timers.shared.lock(), key, action, keep);
+                let _ = panic::catch_unwind(AssertUnwindSafe(|| drop(retired)));
+            }
+        }
+    }
 }
 
 /// Owns the driver thread, named `<name>-timer`. Dropping it shuts the service down like
@@ -395,15 +479,7 @@ pub(crate) struct TimerService {
 impl TimerService {
     /// Starts the driver thread.
     pub(crate) fn start(name: &str) -> io::Result<TimerService> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                wheel: Wheel::new(),
-                sleeping_until: None,
-                shutdown: false,
-            }),
-            wake: Condvar::new(),
-            origin: Instant::now(),
-        });
+        let shared = Arc::new(Shared::new(None));
         let for_driver = Arc::clone(&shared);
         let driver = thread::Builder::new()
             .name(format!("{name}-timer"))
@@ -412,6 +488,17 @@ impl TimerService {
             handle: TimerHandle { shared },
             driver: Some(driver),
         })
+    }
+
+    /// A service with no thread, on a simulated clock: the simulation fires what is due
+    /// ([`TimerHandle::take_due`]).
+    pub(crate) fn simulated(clock: SimulatedClock) -> TimerService {
+        TimerService {
+            handle: TimerHandle {
+                shared: Arc::new(Shared::new(Some(clock))),
+            },
+            driver: None,
+        }
     }
 
     /// A handle for other threads.
@@ -456,6 +543,15 @@ impl TimerService {
 
     fn stop(&mut self) {
         let Some(driver) = self.driver.take() else {
+            // A simulated service has no thread: its pending timers are dropped here, as the
+            // driver would drop them, outside the lock.
+            let mut state = self.handle.shared.lock();
+            if self.handle.shared.simulated.is_some() && !state.shutdown {
+                state.shutdown = true;
+                let pending = std::mem::take(&mut state.wheel);
+                drop(state);
+                drop(pending);
+            }
             return;
         };
         self.handle.shared.lock().shutdown = true;

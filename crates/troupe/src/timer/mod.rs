@@ -9,10 +9,11 @@
 //!   message); they run on the driver thread, outside its lock.
 //!
 //! Ticks are milliseconds of the monotonic clock; a timer never fires before its delay has
-//! passed.
+//! passed. A simulated system (`sim/`) gives the service its own clock and no thread: the
+//! simulation moves the clock and fires what is due itself (`TimerService::simulated`).
 
 mod driver;
 mod wheel;
 
 pub use driver::TimerId;
-pub(crate) use driver::{TimerHandle, TimerService};
+pub(crate) use driver::{DueTimer, SimulatedClock, TimerHandle, TimerService};

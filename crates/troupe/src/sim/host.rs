@@ -1,0 +1,314 @@
+//! What a simulated system reaches instead of threads ([`runtime::Host`]): executors that put
+//! a runnable actor among the simulation's ready steps, the simulation's own tasks for the
+//! futures of `pipe`, `await_then` and `attach_stream`, and the list of spawned actors that
+//! faults are aimed at.
+//!
+//! This is the part of the simulation any thread could reach (an executor is `Send + Sync`,
+//! a waker may be cloned anywhere), so it sits behind one mutex; the driving loop
+//! (`core.rs`) takes what is ready from here, one step at a time, and never holds the lock
+//! while user code runs. A simulation runs on one thread: an actor scheduled from another
+//! thread (a `std::thread` the test started, tokio's blocking pool) could not be replayed, so
+//! it is refused with a panic that says so.
+
+use std::any::{Any, TypeId};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Wake, Waker};
+use std::thread::ThreadId;
+
+use crate::erased::ErasedCell;
+use crate::id::ActorId;
+use crate::raw::{Executor, Runnable, Schedule};
+use crate::role::Role;
+use crate::runtime::{Host, HostedTask, IoFuture, IoTask};
+use crate::scheduler::PoolConfig;
+
+/// An actor ready to run, with the role its thread would have.
+pub(super) struct ReadyActor {
+    pub(super) runnable: Runnable,
+    pub(super) role: Role,
+    /// Messages a turn may take on its executor.
+    pub(super) throughput: usize,
+    /// The step at which it became ready.
+    pub(super) since: u64,
+}
+
+/// A spawned actor the simulation has not registered yet.
+pub(super) struct Spawned {
+    pub(super) cell: Weak<dyn ErasedCell>,
+    pub(super) type_id: TypeId,
+    pub(super) type_name: &'static str,
+}
+
+/// A future among the simulation's tasks.
+pub(super) struct Task {
+    /// `None` while it is being polled (it is taken out, so a poll may spawn or wake others).
+    pub(super) future: Option<IoFuture>,
+    pub(super) control: Arc<TaskControl>,
+}
+
+/// What a task's handle and its wakers share with the simulation.
+pub(super) struct TaskControl {
+    /// The task's number in the run (its slot may be reused; the number is not).
+    pub(super) number: u64,
+    pub(super) slot: usize,
+    state: Mutex<TaskState>,
+    host: Weak<HostShared>,
+}
+
+#[derive(Default)]
+struct TaskState {
+    /// On the ready list now.
+    queued: bool,
+    aborted: bool,
+    finished: bool,
+}
+
+/// The simulation's state that executors, wakers and task handles reach.
+pub(super) struct HostShared {
+    owner: ThreadId,
+    queue: Mutex<Queue>,
+}
+
+/// What is ready, and what was made since the driving loop last looked.
+#[derive(Default)]
+pub(super) struct Queue {
+    pub(super) actors: Vec<ReadyActor>,
+    /// Tasks to poll: slot and since (the step at which they were woken).
+    pub(super) woken: Vec<(usize, u64)>,
+    pub(super) tasks: slab::Slab<Task>,
+    pub(super) spawned: Vec<Spawned>,
+    pub(super) next_task: u64,
+    /// The current step, for `since`.
+    pub(super) step: u64,
+    /// The driving loop's wait for anything to become ready (set while it lets time pass).
+    pub(super) idle: Option<Waker>,
+}
+
+impl Queue {
+    /// True if a step is ready.
+    pub(super) fn has_ready(&self) -> bool {
+        !self.actors.is_empty() || !self.woken.is_empty()
+    }
+
+    fn wake_idle(&mut self) {
+        if let Some(idle) = self.idle.take() {
+            idle.wake();
+        }
+    }
+}
+
+impl HostShared {
+    pub(super) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            owner: std::thread::current().id(),
+            queue: Mutex::new(Queue::default()),
+        })
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Queue> {
+        // Every critical section is a push, a pop or a take: a poisoned lock is consistent.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Refuses what a thread other than the simulation's does to it.
+    fn check_thread(&self, what: &str) {
+        let here = std::thread::current();
+        if here.id() != self.owner {
+            panic!(
+                "{what} from thread `{}`, outside the simulation's thread: a simulated system runs \
+                 every actor, timer and future on the one thread that drives it, and work from \
+                 another thread could not be replayed from the seed (a `std::thread` or \
+                 `tokio::task::spawn_blocking` escapes the simulation)",
+                here.name().unwrap_or("unnamed")
+            );
+        }
+    }
+
+    pub(super) fn push_actor(&self, runnable: Runnable, role: Role, throughput: usize) {
+        self.check_thread("an actor was scheduled");
+        let mut queue = self.lock();
+        let since = queue.step;
+        queue.actors.push(ReadyActor {
+            runnable,
+            role,
+            throughput,
+            since,
+        });
+        queue.wake_idle();
+    }
+
+    /// Takes every task out (to drop them when the simulation ends, breaking the cycles of
+    /// futures that hold addresses of actors whose system holds the host).
+    pub(super) fn take_tasks(&self) -> Vec<IoFuture> {
+        let mut queue = self.lock();
+        queue.woken.clear();
+        let tasks = std::mem::take(&mut queue.tasks);
+        drop(queue);
+        tasks
+            .into_iter()
+            .filter_map(|(_, task)| task.future)
+            .collect()
+    }
+
+    /// Takes every ready actor out (the simulation is ending).
+    pub(super) fn take_actors(&self) -> Vec<ReadyActor> {
+        std::mem::take(&mut self.lock().actors)
+    }
+}
+
+impl TaskControl {
+    fn state(&self) -> MutexGuard<'_, TaskState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Puts the task on the ready list, unless it is on it already or over.
+    fn wake_task(&self) {
+        let Some(host) = self.host.upgrade() else {
+            return;
+        };
+        {
+            let mut state = self.state();
+            if state.queued || state.finished {
+                return;
+            }
+            state.queued = true;
+        }
+        host.check_thread("a simulated task was woken");
+        let mut queue = host.lock();
+        let since = queue.step;
+        queue.woken.push((self.slot, since));
+        queue.wake_idle();
+    }
+
+    /// The task was taken off the ready list to be polled; true if it was aborted meanwhile.
+    pub(super) fn dequeued(&self) -> bool {
+        let mut state = self.state();
+        state.queued = false;
+        state.aborted
+    }
+
+    pub(super) fn finish(&self) {
+        self.state().finished = true;
+    }
+
+    pub(super) fn waker(self: &Arc<Self>) -> Waker {
+        Waker::from(Arc::new(TaskWaker(self.clone())))
+    }
+}
+
+/// Wakes one simulated task.
+struct TaskWaker(Arc<TaskControl>);
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.wake_task();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.wake_task();
+    }
+}
+
+/// A task's handle (a `StreamHandle`'s).
+struct Handle(Arc<TaskControl>);
+
+impl HostedTask for Handle {
+    fn abort(&self) {
+        let mut state = self.0.state();
+        if state.finished || state.aborted {
+            return;
+        }
+        state.aborted = true;
+        drop(state);
+        // Dropped at its next turn among the ready steps.
+        self.0.wake_task();
+    }
+
+    fn is_finished(&self) -> bool {
+        self.0.state().finished
+    }
+}
+
+/// The host a simulated system is built on.
+pub(super) struct SimHost {
+    pub(super) shared: Arc<HostShared>,
+}
+
+impl Host for SimHost {
+    fn pool(&self, config: &PoolConfig) -> Arc<Executor> {
+        Executor::new(Arc::new(SimExecutor {
+            shared: self.shared.clone(),
+            role: Role::Worker {
+                may_block: config.may_block,
+            },
+            throughput: config.throughput,
+        }))
+    }
+
+    fn thread(&self, id: ActorId) -> Arc<Executor> {
+        Executor::new(Arc::new(SimExecutor {
+            shared: self.shared.clone(),
+            role: Role::Actor(id),
+            // As an actor's own thread: a turn's bound only sets how often it reads signals.
+            throughput: 1024,
+        }))
+    }
+
+    fn spawned(&self, cell: Weak<dyn ErasedCell>, type_id: TypeId, type_name: &'static str) {
+        self.shared.check_thread("an actor was spawned");
+        self.shared.lock().spawned.push(Spawned {
+            cell,
+            type_id,
+            type_name,
+        });
+    }
+
+    fn spawn(&self, future: IoFuture) -> IoTask {
+        self.shared.check_thread("a future was started");
+        let mut queue = self.shared.lock();
+        let number = queue.next_task;
+        queue.next_task += 1;
+        let entry = queue.tasks.vacant_entry();
+        let slot = entry.key();
+        let control = Arc::new(TaskControl {
+            number,
+            slot,
+            // Queued at once: its first poll is its first step.
+            state: Mutex::new(TaskState {
+                queued: true,
+                ..TaskState::default()
+            }),
+            host: Arc::downgrade(&self.shared),
+        });
+        entry.insert(Task {
+            future: Some(future),
+            control: control.clone(),
+        });
+        let since = queue.step;
+        queue.woken.push((slot, since));
+        queue.wake_idle();
+        IoTask::Hosted(Arc::new(Handle(control)))
+    }
+}
+
+/// A pool of a simulated system, or a thread-placed actor's "thread": scheduling puts the
+/// actor among the ready steps, with the role a thread of that executor has.
+struct SimExecutor {
+    shared: Arc<HostShared>,
+    role: Role,
+    throughput: usize,
+}
+
+impl Schedule for SimExecutor {
+    fn schedule(&self, runnable: Runnable) {
+        self.shared.push_actor(runnable, self.role, self.throughput);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn is_pool(&self) -> bool {
+        matches!(self.role, Role::Worker { .. })
+    }
+}
