@@ -554,12 +554,17 @@ impl Core {
         }
     }
 
-    /// The budget of a turn: one message often, else up to the pool's throughput.
+    /// The budget of a turn: one message often, else up to the pool's throughput (FIFO, which
+    /// draws nothing: the pool's throughput, as on a worker).
     fn budget(&self, run: &mut RunState, ready: &ReadyActor) -> usize {
+        let most = ready.throughput.min(MAX_BUDGET);
+        if self.config.strategy == Strategy::Fifo {
+            return most;
+        }
         if run.rng.chance(run.single_message) {
             1
         } else {
-            1 + run.rng.below(ready.throughput.min(MAX_BUDGET) as u64) as usize
+            1 + run.rng.below(most as u64) as usize
         }
     }
 
@@ -602,6 +607,10 @@ impl Core {
         let failure = self.failure.borrow().clone();
         if let Some(message) = failure {
             panic!("{message}");
+        }
+        let foreign = self.host.lock().foreign.take();
+        if let Some(message) = foreign {
+            self.fail(message);
         }
     }
 

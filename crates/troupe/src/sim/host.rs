@@ -8,7 +8,7 @@
 //! (`core.rs`) takes what is ready from here, one step at a time, and never holds the lock
 //! while user code runs. A simulation runs on one thread: an actor scheduled from another
 //! thread (a `std::thread` the test started, tokio's blocking pool) could not be replayed, so
-//! it is refused with a panic that says so.
+//! the run fails at its next step with a message that says so.
 
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -82,6 +82,8 @@ pub(super) struct Queue {
     pub(super) step: u64,
     /// The driving loop's wait for anything to become ready (set while it lets time pass).
     pub(super) idle: Option<Waker>,
+    /// What another thread did to the simulation, if anything (the run then fails).
+    pub(super) foreign: Option<String>,
 }
 
 impl Queue {
@@ -110,23 +112,25 @@ impl HostShared {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Refuses what a thread other than the simulation's does to it.
-    fn check_thread(&self, what: &str) {
+    /// Notes what a thread other than the simulation's does to it: the run can no longer be
+    /// replayed, so the driving loop fails it at its next step (the work itself is kept, so
+    /// that no actor is stranded meanwhile).
+    fn check_thread(&self, queue: &mut Queue, what: &str) {
         let here = std::thread::current();
-        if here.id() != self.owner {
-            panic!(
+        if here.id() != self.owner && queue.foreign.is_none() {
+            queue.foreign = Some(format!(
                 "{what} from thread `{}`, outside the simulation's thread: a simulated system runs \
                  every actor, timer and future on the one thread that drives it, and work from \
-                 another thread could not be replayed from the seed (a `std::thread` or \
+                 another thread cannot be replayed from the seed (a `std::thread` or \
                  `tokio::task::spawn_blocking` escapes the simulation)",
                 here.name().unwrap_or("unnamed")
-            );
+            ));
         }
     }
 
     pub(super) fn push_actor(&self, runnable: Runnable, role: Role, throughput: usize) {
-        self.check_thread("an actor was scheduled");
         let mut queue = self.lock();
+        self.check_thread(&mut queue, "an actor was scheduled");
         let since = queue.step;
         queue.actors.push(ReadyActor {
             runnable,
@@ -173,8 +177,8 @@ impl TaskControl {
             }
             state.queued = true;
         }
-        host.check_thread("a simulated task was woken");
         let mut queue = host.lock();
+        host.check_thread(&mut queue, "a simulated task was woken");
         let since = queue.step;
         queue.woken.push((self.slot, since));
         queue.wake_idle();
@@ -255,8 +259,9 @@ impl Host for SimHost {
     }
 
     fn spawned(&self, cell: Weak<dyn ErasedCell>, type_id: TypeId, type_name: &'static str) {
-        self.shared.check_thread("an actor was spawned");
-        self.shared.lock().spawned.push(Spawned {
+        let mut queue = self.shared.lock();
+        self.shared.check_thread(&mut queue, "an actor was spawned");
+        queue.spawned.push(Spawned {
             cell,
             type_id,
             type_name,
@@ -264,8 +269,8 @@ impl Host for SimHost {
     }
 
     fn spawn(&self, future: IoFuture) -> IoTask {
-        self.shared.check_thread("a future was started");
         let mut queue = self.shared.lock();
+        self.shared.check_thread(&mut queue, "a future was started");
         let number = queue.next_task;
         queue.next_task += 1;
         let entry = queue.tasks.vacant_entry();
