@@ -255,7 +255,7 @@ impl SystemBuilder {
         self,
         host: Arc<dyn Host>,
         io: tokio::runtime::Handle,
-        clock: SimulatedClock,
+        clock: Arc<SimulatedClock>,
     ) -> Result<System, BuildError> {
         if self.tokio.is_some() {
             return Err(BuildError::Config(

@@ -38,7 +38,7 @@ use crate::raw::Ran;
 use crate::role::{self, Drive};
 use crate::runtime::IoFuture;
 use crate::signal::Signal;
-use crate::timer::{DueTimer, TimerHandle};
+use crate::timer::{DueTimer, SimulatedClock, TimerHandle};
 
 use super::faults::FaultPlan;
 use super::host::{HostShared, ReadyActor, TaskControl};
@@ -118,6 +118,8 @@ enum Picked {
 pub(super) struct Core {
     host: Arc<HostShared>,
     runtime: tokio::runtime::Runtime,
+    /// The runtime's clock as the system's timers read it, set whenever it may have moved.
+    clock: Arc<SimulatedClock>,
     timers: RefCell<Option<TimerHandle>>,
     run: RefCell<RunState>,
     config: RunConfig,
@@ -134,16 +136,14 @@ impl Core {
             .enable_all()
             .start_paused(true)
             .build()?;
-        let start = {
-            let _runtime = runtime.enter();
-            tokio::time::Instant::now().into_std()
-        };
+        let start = clock_of(runtime.handle());
         let mut rng = Rng::new(config.seed);
         let chooser = Chooser::new(config.strategy, &mut rng, config.expected_steps);
         let single_message = [0.25, 0.5, 0.9][rng.below(3) as usize];
         let fault_rng = Rng::new(config.seed.rotate_left(17) ^ 0xFA17);
         Ok(Self {
             host,
+            clock: SimulatedClock::new(start),
             runtime,
             timers: RefCell::new(None),
             run: RefCell::new(RunState {
@@ -171,6 +171,16 @@ impl Core {
 
     pub(super) fn runtime(&self) -> &tokio::runtime::Runtime {
         &self.runtime
+    }
+
+    pub(super) fn clock(&self) -> &Arc<SimulatedClock> {
+        &self.clock
+    }
+
+    /// Reads the runtime's clock into the one the timers read (after anything that may have
+    /// moved it: the runtime's own turns, a future's poll).
+    fn sync_clock(&self) {
+        self.clock.set(clock_of(self.runtime.handle()));
     }
 
     pub(super) fn set_timers(&self, timers: TimerHandle) {
@@ -340,6 +350,8 @@ impl Core {
             } => {
                 let number = control.number;
                 let done = self.poll_task(slot, &control, future);
+                // A future may move the runtime's clock (`tokio::time::advance`).
+                self.sync_clock();
                 (step, Some(Event::Poll { task: number, done }))
             }
             Picked::Timer {
@@ -571,6 +583,7 @@ impl Core {
     /// Lets the runtime run its own tasks and fire its due timers, without moving the clock.
     fn turn_runtime(&self) {
         self.runtime.block_on(YieldOnce(false));
+        self.sync_clock();
     }
 
     /// Lets the clock run until `target` or until something becomes ready; true if something
@@ -581,6 +594,7 @@ impl Core {
             host: &self.host,
         };
         let woken = self.runtime.block_on(idle);
+        self.sync_clock();
         self.host.lock().idle = None;
         let mut run = self.run.borrow_mut();
         let at = u64::try_from(self.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -717,8 +731,7 @@ impl Drive for Core {
     }
 
     fn now(&self) -> Instant {
-        let _runtime = self.runtime.enter();
-        tokio::time::Instant::now().into_std()
+        self.clock.now()
     }
 
     fn steps(&self) -> u64 {
@@ -734,6 +747,17 @@ impl Drive for Core {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// The time of the simulation's runtime: its paused clock.
+///
+/// Only the driving loop reads it, and copies it into the [`SimulatedClock`] the system's
+/// timers read: a boxed closure calling tokio from the timer service made the release
+/// profile's thin LTO drop tokio's functions while keeping the closure, and test binaries that
+/// never simulate failed to link (undefined symbols; seen with rustc 1.95 and tokio 1.54).
+fn clock_of(runtime: &tokio::runtime::Handle) -> Instant {
+    let _runtime = runtime.enter();
+    tokio::time::Instant::now().into_std()
 }
 
 /// Completes at its second poll: lets the runtime run what it has once.

@@ -242,11 +242,7 @@ impl SimulationBuilder {
         };
         let core = Rc::new(Core::new(host.clone(), config).map_err(BuildError::Thread)?);
         let io = core.runtime().handle().clone();
-        let clock_io = io.clone();
-        let clock = Box::new(move || {
-            let _runtime = clock_io.enter();
-            tokio::time::Instant::now().into_std()
-        });
+        let clock = core.clock().clone();
         let system = self.system.build_hosted(
             Arc::new(SimHost {
                 shared: host.clone(),

@@ -187,14 +187,33 @@ struct Shared {
     origin: Instant,
     /// The clock of a simulated system (`sim/`), which fires due timers itself; `None`: the
     /// monotonic clock and a driver thread.
-    simulated: Option<SimulatedClock>,
+    simulated: Option<Arc<SimulatedClock>>,
 }
 
-/// Reads a simulated clock.
-pub(crate) type SimulatedClock = Box<dyn Fn() -> Instant + Send + Sync>;
+/// The clock of a simulated system: a time the simulation sets as it moves its clock (it does
+/// so between steps, never while timers are read).
+pub(crate) struct SimulatedClock {
+    now: Mutex<Instant>,
+}
+
+impl SimulatedClock {
+    pub(crate) fn new(start: Instant) -> Arc<Self> {
+        Arc::new(Self {
+            now: Mutex::new(start),
+        })
+    }
+
+    pub(crate) fn set(&self, now: Instant) {
+        *self.now.lock().unwrap_or_else(PoisonError::into_inner) = now;
+    }
+
+    pub(crate) fn now(&self) -> Instant {
+        *self.now.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 impl Shared {
-    fn new(simulated: Option<SimulatedClock>) -> Self {
+    fn new(simulated: Option<Arc<SimulatedClock>>) -> Self {
         Self {
             state: Mutex::new(State {
                 wheel: Wheel::new(),
@@ -202,7 +221,9 @@ impl Shared {
                 shutdown: false,
             }),
             wake: Condvar::new(),
-            origin: simulated.as_ref().map_or_else(Instant::now, |now| now()),
+            origin: simulated
+                .as_ref()
+                .map_or_else(Instant::now, |clock| clock.now()),
             simulated,
         }
     }
@@ -217,7 +238,10 @@ impl Shared {
     fn now_ns(&self) -> u128 {
         match &self.simulated {
             None => self.origin.elapsed().as_nanos(),
-            Some(now) => now().saturating_duration_since(self.origin).as_nanos(),
+            Some(clock) => clock
+                .now()
+                .saturating_duration_since(self.origin)
+                .as_nanos(),
         }
     }
 
@@ -424,7 +448,7 @@ impl TimerHandle {
     pub(crate) fn now(&self) -> Instant {
         match &self.shared.simulated {
             None => Instant::now(),
-            Some(now) => now(),
+            Some(clock) => clock.now(),
         }
     }
 
@@ -492,7 +516,7 @@ impl TimerService {
 
     /// A service with no thread, on a simulated clock: the simulation fires what is due
     /// ([`TimerHandle::take_due`]).
-    pub(crate) fn simulated(clock: SimulatedClock) -> TimerService {
+    pub(crate) fn simulated(clock: Arc<SimulatedClock>) -> TimerService {
         TimerService {
             handle: TimerHandle {
                 shared: Arc::new(Shared::new(Some(clock))),
