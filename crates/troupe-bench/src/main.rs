@@ -12,6 +12,7 @@ mod features;
 mod remote;
 mod report;
 mod ring;
+mod sim;
 mod spawn;
 mod store;
 
@@ -156,6 +157,20 @@ enum Command {
         #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
         messages: u64,
     },
+    /// The simulator (troupe::sim) itself: steps per wall second on one core (a token round a
+    /// ring of actors; timers that make the simulated clock jump), and simulated seconds per
+    /// wall second.
+    Sim {
+        /// Actors in the ring (2-1000000).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+        actors: u64,
+        /// Hops of the token (1-1000000000).
+        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+        hops: u64,
+        /// Timers set 1 ms apart (1-100000000).
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+        timers: u64,
+    },
     /// The serving side of `remote`, started by it as a second process.
     #[command(hide = true)]
     RemoteServe {
@@ -253,6 +268,7 @@ impl SystemConfig {
 /// Options that set a scenario's size, which `--quick` would override.
 const SIZES: &[&str] = &[
     "actors",
+    "hops",
     "rounds",
     "bounded",
     "failures",
@@ -375,6 +391,16 @@ fn run() -> Result<()> {
                 messages
             },
             &fanout_sources(from),
+        ),
+        Command::Sim {
+            actors,
+            hops,
+            timers,
+        } => sim::run(
+            &runner,
+            if quick { actors.min(10) } else { actors },
+            if quick { hops.min(1_000) } else { hops },
+            if quick { timers.min(100) } else { timers },
         ),
         Command::Timers { timers } => features::timers(
             &runner,

@@ -60,6 +60,10 @@ pub(crate) trait Host: Send + Sync {
     fn spawned(&self, actor: Weak<dyn ErasedCell>, type_id: TypeId, type_name: &'static str);
     /// Runs `future` among the simulation's tasks.
     fn spawn(&self, future: IoFuture) -> IoTask;
+    /// The system has released its threads (shutdown is over): what is scheduled from now on
+    /// never runs, as on pools whose workers have been joined, and new futures are dropped,
+    /// as by a runtime that has shut down.
+    fn shut_down(&self);
 }
 
 /// A task a simulation runs ([`Host::spawn`]), as its handle sees it.

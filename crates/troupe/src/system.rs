@@ -984,6 +984,9 @@ impl Inner {
         for pool in self.shared.take_pools() {
             pool.stop();
         }
+        if let Some(host) = self.shared.host() {
+            host.shut_down();
+        }
         threads.timer_service.shutdown();
         self.shared.names().clear();
         for thread in self.shared.take_threads() {

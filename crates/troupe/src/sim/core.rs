@@ -349,7 +349,7 @@ impl Core {
                 future,
             } => {
                 let number = control.number;
-                let done = self.poll_task(slot, &control, future);
+                let done = self.host.poll_task(slot, &control, future);
                 // A future may move the runtime's clock (`tokio::time::advance`).
                 self.sync_clock();
                 (step, Some(Event::Poll { task: number, done }))
@@ -372,60 +372,6 @@ impl Core {
         }
         run.trace.end_step(step);
         true
-    }
-
-    /// Polls a task once (or drops it, aborted); true if it is over.
-    fn poll_task(&self, slot: usize, control: &Arc<TaskControl>, future: Option<IoFuture>) -> bool {
-        let number = control.number;
-        let aborted = control.dequeued();
-        let done = match future {
-            // Being polled further up this thread's stack (a nested loop): left to that poll.
-            None => return false,
-            Some(future) if aborted => {
-                drop(future);
-                true
-            }
-            Some(mut future) => {
-                let waker = control.waker();
-                let mut cx = TaskContext::from_waker(&waker);
-                // A panic in a future ends it, as tokio ends a task that panics.
-                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    future.as_mut().poll(&mut cx)
-                }));
-                match polled {
-                    Ok(Poll::Pending) => {
-                        let mut queue = self.host.lock();
-                        match queue.tasks.get_mut(slot) {
-                            Some(task) if task.control.number == number => {
-                                task.future = Some(future);
-                                false
-                            }
-                            // The simulation ended meanwhile.
-                            _ => {
-                                drop(queue);
-                                drop(future);
-                                true
-                            }
-                        }
-                    }
-                    Ok(Poll::Ready(())) | Err(_) => true,
-                }
-            }
-        };
-        if done {
-            control.finish();
-            let mut queue = self.host.lock();
-            if queue
-                .tasks
-                .get(slot)
-                .is_some_and(|t| t.control.number == number)
-            {
-                let task = queue.tasks.remove(slot);
-                drop(queue);
-                drop(task);
-            }
-        }
-        done
     }
 
     /// Picks the next step and takes it out of the ready lists, with the faults that hit it.

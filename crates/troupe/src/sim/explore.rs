@@ -7,7 +7,14 @@
 //!   `seed:strategy:faults[:limit]` as a failure prints it), keeping its trace;
 //! - `TROUPE_SIM_SEEDS=<n>`: how many seeds;
 //! - `TROUPE_SIM_SECONDS=<s>`: the wall-clock budget (seeds not begun by then are skipped);
-//! - `TROUPE_SIM_THREADS=<n>`: threads (default: one per core).
+//! - `TROUPE_SIM_THREADS=<n>`: threads (default: one per core);
+//! - `TROUPE_SIM_STEP_SECONDS=<s>`: the watchdog's patience (default 120).
+//!
+//! A step is a turn, a poll or a timer, and user code runs inside it: a handler that never
+//! returns (an endless loop, a blocking call that escapes the simulation) would hang the test
+//! without a word. A watchdog thread looks at every run in progress; one whose step count has
+//! not moved for `TROUPE_SIM_STEP_SECONDS` is reported with its replay line, and the process
+//! is aborted, so `cargo test` ends with the seed rather than hanging.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, Once};
@@ -16,6 +23,7 @@ use std::time::{Duration, Instant};
 use crate::system::SystemBuilder;
 
 use super::faults::Faults;
+use super::host::HostShared;
 use super::strategy::Strategy;
 use super::trace::Recorded;
 use super::Simulation;
@@ -562,6 +570,7 @@ fn run_one(
     let mut rates = String::new();
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut sim = explore.simulation(replay, record);
+        let _watched = watch(&explore.name, replay.line(), sim.host.clone());
         rates = sim.core().plan().describe();
         let tested = catch_unwind(AssertUnwindSafe(|| test(&sim)));
         // A shutdown that can never finish fails the run too.
@@ -599,6 +608,84 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     } else {
         "a panic with a payload that is not text".to_owned()
     }
+}
+
+/// A run the watchdog looks at.
+struct Watched {
+    id: u64,
+    name: String,
+    line: String,
+    host: Arc<HostShared>,
+    step: u64,
+    since: Instant,
+}
+
+static WATCHED: Mutex<Vec<Watched>> = Mutex::new(Vec::new());
+
+fn watched() -> std::sync::MutexGuard<'static, Vec<Watched>> {
+    WATCHED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Ends the watch of a run when dropped.
+struct Watch(u64);
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        watched().retain(|w| w.id != self.0);
+    }
+}
+
+/// Puts a run under the watchdog (started with the first run). See the module note.
+fn watch(name: &str, line: String, host: Arc<HostShared>) -> Watch {
+    static START: Once = Once::new();
+    static NEXT: Mutex<u64> = Mutex::new(0);
+    START.call_once(|| {
+        let patience =
+            Duration::from_secs_f64(env::<f64>("TROUPE_SIM_STEP_SECONDS").unwrap_or(120.0));
+        let spawned = std::thread::Builder::new()
+            .name("troupe-sim-watchdog".to_owned())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(500));
+                for w in watched().iter_mut() {
+                    let step = w.host.lock().step;
+                    if step != w.step {
+                        (w.step, w.since) = (step, Instant::now());
+                    } else if w.since.elapsed() >= patience {
+                        // Straight to the process's stderr: the test harness captures what
+                        // `eprintln!` prints on threads a test started, and the abort would
+                        // lose it.
+                        use std::io::Write as _;
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "{}: a simulation step has run for {:?} without ending (a handler \
+                             that never returns, or a turn that never ends), at step {step}; \
+                             replay: TROUPE_SIM_SEED={} (aborting: nothing else would end it)",
+                            w.name,
+                            w.since.elapsed(),
+                            w.line
+                        );
+                        std::process::abort();
+                    }
+                }
+            });
+        if let Err(error) = spawned {
+            eprintln!("no watchdog for simulated runs: {error}");
+        }
+    });
+    let id = {
+        let mut next = NEXT.lock().unwrap_or_else(|p| p.into_inner());
+        *next += 1;
+        *next
+    };
+    watched().push(Watched {
+        id,
+        name: name.to_owned(),
+        line,
+        host,
+        step: 0,
+        since: Instant::now(),
+    });
+    Watch(id)
 }
 
 thread_local! {

@@ -12,7 +12,7 @@
 
 use std::any::{Any, TypeId};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::task::{Wake, Waker};
+use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread::ThreadId;
 
 use crate::erased::ErasedCell;
@@ -21,6 +21,8 @@ use crate::raw::{Executor, Runnable, Schedule};
 use crate::role::Role;
 use crate::runtime::{Host, HostedTask, IoFuture, IoTask};
 use crate::scheduler::PoolConfig;
+
+use super::rng::Rng;
 
 /// An actor ready to run, with the role its thread would have.
 pub(super) struct ReadyActor {
@@ -70,7 +72,6 @@ pub(super) struct HostShared {
 }
 
 /// What is ready, and what was made since the driving loop last looked.
-#[derive(Default)]
 pub(super) struct Queue {
     pub(super) actors: Vec<ReadyActor>,
     /// Tasks to poll: slot and since (the step at which they were woken).
@@ -78,12 +79,23 @@ pub(super) struct Queue {
     pub(super) tasks: slab::Slab<Task>,
     pub(super) spawned: Vec<Spawned>,
     pub(super) next_task: u64,
-    /// The current step, for `since`.
+    /// The current step, for `since` (and the watchdog's look at progress).
     pub(super) step: u64,
     /// The driving loop's wait for anything to become ready (set while it lets time pass).
     pub(super) idle: Option<Waker>,
     /// What another thread did to the simulation, if anything (the run then fails).
     pub(super) foreign: Option<String>,
+    /// Set once the system has released its threads: scheduled actors are stranded, as on
+    /// joined pools.
+    shut_down: bool,
+    /// Actors scheduled after the shutdown: kept (never run), as a joined pool's queue keeps
+    /// them.
+    stranded: Vec<Runnable>,
+    /// Decides whether a new future is polled at once, inside the turn that started it (as
+    /// when a tokio thread finishes it before that turn is over); its own stream of the seed.
+    eager: Rng,
+    /// The chance of that, picked by the seed.
+    eager_chance: f64,
 }
 
 impl Queue {
@@ -100,10 +112,25 @@ impl Queue {
 }
 
 impl HostShared {
-    pub(super) fn new() -> Arc<Self> {
+    /// `eager_seed`, `eager_chance`: how often a new future is polled inside the turn that
+    /// started it.
+    pub(super) fn new(eager_seed: u64, eager_chance: f64) -> Arc<Self> {
         Arc::new(Self {
             owner: std::thread::current().id(),
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(Queue {
+                actors: Vec::new(),
+                woken: Vec::new(),
+                tasks: slab::Slab::new(),
+                spawned: Vec::new(),
+                next_task: 0,
+                step: 0,
+                idle: None,
+                foreign: None,
+                shut_down: false,
+                stranded: Vec::new(),
+                eager: Rng::new(eager_seed),
+                eager_chance,
+            }),
         })
     }
 
@@ -131,6 +158,10 @@ impl HostShared {
     pub(super) fn push_actor(&self, runnable: Runnable, role: Role, throughput: usize) {
         let mut queue = self.lock();
         self.check_thread(&mut queue, "an actor was scheduled");
+        if queue.shut_down {
+            queue.stranded.push(runnable);
+            return;
+        }
         let since = queue.step;
         queue.actors.push(ReadyActor {
             runnable,
@@ -156,7 +187,68 @@ impl HostShared {
 
     /// Takes every ready actor out (the simulation is ending).
     pub(super) fn take_actors(&self) -> Vec<ReadyActor> {
-        std::mem::take(&mut self.lock().actors)
+        let mut queue = self.lock();
+        drop(std::mem::take(&mut queue.stranded));
+        std::mem::take(&mut queue.actors)
+    }
+
+    /// Polls a task once (or drops it, aborted); true if it is over.
+    pub(super) fn poll_task(
+        &self,
+        slot: usize,
+        control: &Arc<TaskControl>,
+        future: Option<IoFuture>,
+    ) -> bool {
+        let number = control.number;
+        let aborted = control.dequeued();
+        let done = match future {
+            // Being polled further up this thread's stack (a nested loop): left to that poll.
+            None => return false,
+            Some(future) if aborted => {
+                drop(future);
+                true
+            }
+            Some(mut future) => {
+                let waker = control.waker();
+                let mut cx = TaskContext::from_waker(&waker);
+                // A panic in a future ends it, as tokio ends a task that panics.
+                let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    future.as_mut().poll(&mut cx)
+                }));
+                match polled {
+                    Ok(Poll::Pending) => {
+                        let mut queue = self.lock();
+                        match queue.tasks.get_mut(slot) {
+                            Some(task) if task.control.number == number => {
+                                task.future = Some(future);
+                                false
+                            }
+                            // The simulation ended meanwhile.
+                            _ => {
+                                drop(queue);
+                                drop(future);
+                                true
+                            }
+                        }
+                    }
+                    Ok(Poll::Ready(())) | Err(_) => true,
+                }
+            }
+        };
+        if done {
+            control.finish();
+            let mut queue = self.lock();
+            if queue
+                .tasks
+                .get(slot)
+                .is_some_and(|t| t.control.number == number)
+            {
+                let task = queue.tasks.remove(slot);
+                drop(queue);
+                drop(task);
+            }
+        }
+        done
     }
 }
 
@@ -271,6 +363,12 @@ impl Host for SimHost {
     fn spawn(&self, future: IoFuture) -> IoTask {
         let mut queue = self.shared.lock();
         self.shared.check_thread(&mut queue, "a future was started");
+        if queue.shut_down {
+            // As by a runtime that has shut down: dropped, never polled.
+            drop(queue);
+            drop(future);
+            return IoTask::Hosted(Arc::new(Finished));
+        }
         let number = queue.next_task;
         queue.next_task += 1;
         let entry = queue.tasks.vacant_entry();
@@ -289,10 +387,36 @@ impl Host for SimHost {
             future: Some(future),
             control: control.clone(),
         });
+        let chance = queue.eager_chance;
+        let eager = queue.eager.chance(chance);
+        if eager {
+            // Polled now, inside the turn that started it: as if it finished on another
+            // thread before this turn went on.
+            let future = queue.tasks[slot].future.take();
+            drop(queue);
+            // Not finished: it waits for its waker, like any other.
+            self.shared.poll_task(slot, &control, future);
+            return IoTask::Hosted(Arc::new(Handle(control)));
+        }
         let since = queue.step;
         queue.woken.push((slot, since));
         queue.wake_idle();
         IoTask::Hosted(Arc::new(Handle(control)))
+    }
+
+    fn shut_down(&self) {
+        self.shared.lock().shut_down = true;
+    }
+}
+
+/// The handle of a future dropped at once (the system had shut down).
+struct Finished;
+
+impl HostedTask for Finished {
+    fn abort(&self) {}
+
+    fn is_finished(&self) -> bool {
+        true
     }
 }
 

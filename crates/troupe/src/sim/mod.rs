@@ -230,7 +230,14 @@ impl SimulationBuilder {
     /// Builds the simulation and its system, on the calling thread, which drives it from now
     /// until the simulation is dropped.
     pub fn build(self) -> Result<Simulation, BuildError> {
-        let host = HostShared::new();
+        // How often a new future is polled inside the turn that started it: the seed's
+        // (never under FIFO, which draws nothing).
+        let mut picks = rng::Rng::new(rng::mix(self.seed ^ 0xEA6E7));
+        let eager = match self.strategy {
+            Strategy::Fifo => 0.0,
+            _ => [0.0, 0.1, 0.5][picks.below(3) as usize],
+        };
+        let host = HostShared::new(picks.next_u64(), eager);
         let config = RunConfig {
             seed: self.seed,
             strategy: self.strategy,
