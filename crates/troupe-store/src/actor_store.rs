@@ -30,21 +30,22 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tower::ServiceBuilder;
-use troupe::{Actor, Addr, AskError, Context, Deferred, Handler, Message, System};
+use troupe::{
+    Actor, Addr, AskError, Context, Deferred, Handler, Message, SpawnOptions, SupervisorStrategy,
+    System,
+};
 
 use crate::breaker::{Breaker, BreakerConfig, Outcome, Permit, Phase};
 use crate::bulkhead::{Admission, Bulkhead, BulkheadConfig};
-use crate::{Checkout, CheckoutReceipt, ErrorBody, Payment, PaymentReceipt, SearchResults};
-
-/// The largest answer read from a backend (bytes); more is treated as garbage.
-const MAX_BACKEND_ANSWER: usize = 1024 * 1024;
+use crate::transport::{HttpClient, HttpTransport, Transport};
+use crate::{
+    Checkout, CheckoutReceipt, ErrorBody, IndexPage, Payment, PaymentReceipt, SearchResults,
+};
 
 /// The store's settings; each has a command-line flag (`troupe-store serve --help`).
 #[derive(Debug, Clone)]
@@ -70,6 +71,10 @@ pub struct ActorStoreConfig {
     pub max_body: usize,
     /// troupe's worker threads (default: `TROUPE_WORKERS`, else one per core).
     pub workers: Option<usize>,
+    /// Restarts of a failed backend actor allowed within one second before it stays stopped
+    /// (and its backend answers 503); default 10. A restart loses the actor's bulkhead queue
+    /// and breaker state, not its address.
+    pub max_restarts: u32,
 }
 
 impl ActorStoreConfig {
@@ -85,6 +90,7 @@ impl ActorStoreConfig {
             request_timeout: Duration::from_secs(3),
             max_body: crate::MAX_BODY,
             workers: None,
+            max_restarts: 10,
         }
     }
 
@@ -95,6 +101,11 @@ impl ActorStoreConfig {
                 return Err(format!("the {name} URL `{url}` is not an http:// URL"));
             }
         }
+        self.check_limits()
+    }
+
+    /// Checks every setting but the URLs (which only the HTTP transport reads).
+    pub fn check_limits(&self) -> Result<(), String> {
         if self.call_timeout.is_zero() {
             return Err("the call timeout must be more than 0".into());
         }
@@ -227,6 +238,16 @@ pub struct BackendSnapshot {
 }
 
 impl BackendStats {
+    /// Times the breaker opened so far (one load, for a test that watches it step by step).
+    pub fn opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
+    /// Times the breaker closed again so far.
+    pub fn closed(&self) -> u64 {
+        self.closed.load(Ordering::Relaxed)
+    }
+
     /// A snapshot.
     pub fn snapshot(&self) -> BackendSnapshot {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -251,13 +272,10 @@ impl BackendStats {
     }
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-/// The actor that owns one backend: its client, bulkhead, timeout and breaker.
+/// The actor that owns one backend: its transport, bulkhead, timeout and breaker.
 pub struct BackendActor {
     name: &'static str,
-    base: String,
-    client: HttpClient,
+    transport: Arc<dyn Transport>,
     timeout: Duration,
     bulkhead: Bulkhead<Pending>,
     breaker: Breaker,
@@ -267,18 +285,17 @@ pub struct BackendActor {
 impl Actor for BackendActor {}
 
 impl BackendActor {
-    /// An actor calling the backend at `base` (e.g. `http://127.0.0.1:4001`).
+    /// An actor calling the backend named `name` through `transport`, with the call timeout,
+    /// bulkhead and breaker of `config`.
     pub fn new(
         name: &'static str,
-        base: String,
-        client: HttpClient,
+        transport: Arc<dyn Transport>,
         config: &ActorStoreConfig,
         stats: Arc<BackendStats>,
     ) -> Self {
         Self {
             name,
-            base,
-            client,
+            transport,
             timeout: config.call_timeout,
             bulkhead: Bulkhead::new(config.bulkhead),
             breaker: Breaker::new(config.breaker),
@@ -288,13 +305,14 @@ impl BackendActor {
 
     /// Starts `next` and, while calls fail fast or were abandoned, the calls behind it.
     fn launch(&mut self, mut next: Option<Pending>, ctx: &mut Context<Self>) {
+        let now = ctx.now();
         while let Some(pending) = next.take() {
             if pending.reply.is_closed() {
                 // Its asker gave up while it waited: do not call for nobody.
                 next = self.bulkhead.finish();
                 continue;
             }
-            match self.breaker.permit(Instant::now()) {
+            match self.breaker.permit(now) {
                 Err(_) => {
                     self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
                     let _ = pending.reply.send(Err(CallError::CircuitOpen(self.name)));
@@ -303,38 +321,16 @@ impl BackendActor {
                 Ok(permit) => self.start(pending, permit, ctx),
             }
         }
-        self.publish();
+        self.publish(now);
     }
 
     fn start(&mut self, pending: Pending, permit: Permit, ctx: &mut Context<Self>) {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         let Pending { call, reply } = pending;
-        let (name, timeout, client) = (self.name, self.timeout, self.client.clone());
-        let uri = format!("{}{}", self.base, call.path);
+        let (name, timeout) = (self.name, self.timeout);
+        let exchange = self.transport.call(call);
         ctx.pipe(
             async move {
-                let request = hyper::Request::builder()
-                    .method(call.method)
-                    .uri(uri)
-                    .header("content-type", "application/json")
-                    .body(Full::new(call.body.unwrap_or_default()))
-                    .map_err(|e| CallError::Unreachable(name, e.to_string()))?;
-                let exchange = async {
-                    let response = client
-                        .request(request)
-                        .await
-                        .map_err(|e| CallError::Unreachable(name, e.to_string()))?;
-                    let status = response.status();
-                    let body = Limited::new(response.into_body(), MAX_BACKEND_ANSWER)
-                        .collect()
-                        .await
-                        .map_err(|_| CallError::Garbage(name))?
-                        .to_bytes();
-                    if !status.is_success() {
-                        return Err(CallError::Status(name, status.as_u16()));
-                    }
-                    serde_json::from_slice(&body).map_err(|_| CallError::Garbage(name))
-                };
                 tokio::time::timeout(timeout, exchange)
                     .await
                     .map_err(|_| CallError::Timeout(name, timeout))?
@@ -348,7 +344,7 @@ impl BackendActor {
     }
 
     /// Copies the bulkhead's and the breaker's state into the shared counters.
-    fn publish(&self) {
+    fn publish(&self, now: Instant) {
         let stats = &self.stats;
         stats
             .in_flight
@@ -359,7 +355,7 @@ impl BackendActor {
         stats
             .refused
             .store(self.bulkhead.refused(), Ordering::Relaxed);
-        let phase = match self.breaker.phase(Instant::now()) {
+        let phase = match self.breaker.phase(now) {
             Phase::Closed => 0,
             Phase::Open => 1,
             Phase::HalfOpen => 2,
@@ -378,18 +374,19 @@ impl Handler<Call> for BackendActor {
         ctx: &mut Context<Self>,
     ) -> Result<serde_json::Value, CallError> {
         // An open breaker fails fast, before the bulkhead: no reply to defer.
-        if self.breaker.phase(Instant::now()) == Phase::Open {
+        let now = ctx.now();
+        if self.breaker.phase(now) == Phase::Open {
             self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
-            self.publish();
+            self.publish(now);
             return Err(CallError::CircuitOpen(self.name));
         }
         let reply = ctx.reply_later::<Call>();
         match self.bulkhead.admit(Pending { call, reply }) {
             Admission::Start(pending) => self.launch(Some(pending), ctx),
-            Admission::Queued => self.publish(),
+            Admission::Queued => self.publish(now),
             Admission::Refused(pending) => {
                 let _ = pending.reply.send(Err(CallError::BulkheadFull(self.name)));
-                self.publish();
+                self.publish(now);
             }
         }
         // Ignored: the reply was deferred.
@@ -412,7 +409,7 @@ impl Handler<Finished> for BackendActor {
                 Outcome::Failure
             }
         };
-        self.breaker.record(done.permit, outcome, Instant::now());
+        self.breaker.record(done.permit, outcome, ctx.now());
         let _ = done.reply.send(done.result);
         let next = self.bulkhead.finish();
         self.launch(next, ctx);
@@ -446,6 +443,22 @@ impl StoreError {
             message: message.into(),
         }
     }
+
+    /// The status the client gets.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What went wrong, for a person to read (the answer's `error`).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status, self.message)
+    }
 }
 
 impl IntoResponse for StoreError {
@@ -467,6 +480,62 @@ impl From<CallError> for StoreError {
 }
 
 impl App {
+    /// Spawns the two backend actors on `system`, each supervised (a failed one is rebuilt in
+    /// place, within `config.max_restarts` a second), calling their services through
+    /// `search` and `payment`: what the store's handlers share, without the HTTP edge.
+    pub fn new(
+        system: &System,
+        search: Arc<dyn Transport>,
+        payment: Arc<dyn Transport>,
+        config: &ActorStoreConfig,
+    ) -> Result<App, String> {
+        config.check_limits()?;
+        let stats: Arc<[Arc<BackendStats>; 2]> = Arc::new(Default::default());
+        let options = SpawnOptions::new().supervision(
+            SupervisorStrategy::one_for_one()
+                .intensity(config.max_restarts, Duration::from_secs(1)),
+        );
+        let spawn =
+            |name: &'static str, transport: Arc<dyn Transport>, stats: &Arc<BackendStats>| {
+                let (config, stats) = (config.clone(), stats.clone());
+                system.spawn_supervised(
+                    move || BackendActor::new(name, transport.clone(), &config, stats.clone()),
+                    options.clone(),
+                )
+            };
+        Ok(App {
+            search: spawn("search", search, &stats[0]),
+            payment: spawn("payment", payment, &stats[1]),
+            request_timeout: config.request_timeout,
+            stats,
+            shed: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The search backend's counters (live: read them as often as needed).
+    pub fn search_stats(&self) -> &Arc<BackendStats> {
+        &self.stats[0]
+    }
+
+    /// The payment backend's counters.
+    pub fn payment_stats(&self) -> &Arc<BackendStats> {
+        &self.stats[1]
+    }
+
+    /// The store's counters, as `GET /admin/stats` answers them.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            search: self.stats[0].snapshot(),
+            payment: self.stats[1].snapshot(),
+            shed: self.shed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The index page (served by the store alone).
+    pub fn index(&self) -> IndexPage {
+        crate::index_page("troupe")
+    }
+
     /// Asks a backend actor, and reads its answer as a `T`.
     async fn call<T: DeserializeOwned>(
         &self,
@@ -556,8 +625,8 @@ fn parse<T: DeserializeOwned>(
     })
 }
 
-async fn index() -> Json<crate::IndexPage> {
-    Json(crate::index_page("troupe"))
+async fn index(State(app): State<App>) -> Json<IndexPage> {
+    Json(app.index())
 }
 
 #[derive(Deserialize)]
@@ -621,11 +690,7 @@ pub struct StoreStats {
 }
 
 async fn stats_handler(State(app): State<App>) -> Json<StoreStats> {
-    Json(StoreStats {
-        search: app.stats[0].snapshot(),
-        payment: app.stats[1].snapshot(),
-        shed: app.shed.load(Ordering::Relaxed),
-    })
+    Json(app.stats())
 }
 
 async fn not_found() -> StoreError {
@@ -665,29 +730,11 @@ impl ActorStore {
         let client: HttpClient = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build_http();
-        let stats: Arc<[Arc<BackendStats>; 2]> = Arc::new(Default::default());
-        let search = system.spawn(BackendActor::new(
-            "search",
-            config.search_url.trim_end_matches('/').to_owned(),
-            client.clone(),
-            &config,
-            stats[0].clone(),
-        ));
-        let payment = system.spawn(BackendActor::new(
-            "payment",
-            config.payment_url.trim_end_matches('/').to_owned(),
-            client,
-            &config,
-            stats[1].clone(),
-        ));
-        let shed = Arc::new(AtomicU64::new(0));
-        let app = App {
-            search,
-            payment,
-            request_timeout: config.request_timeout,
-            stats,
-            shed: shed.clone(),
-        };
+        let search = HttpTransport::new("search", &config.search_url, client.clone());
+        let payment = HttpTransport::new("payment", &config.payment_url, client);
+        let app = App::new(&system, Arc::new(search), Arc::new(payment), &config)
+            .map_err(anyhow::Error::msg)?;
+        let shed = app.shed.clone();
         let shedding = ServiceBuilder::new()
             .layer(HandleErrorLayer::new(move |_: tower::BoxError| {
                 let shed = shed.clone();

@@ -108,6 +108,9 @@ struct Tuning {
     /// troupe store: requests in progress before the edge answers 503.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_concurrent: u64,
+    /// troupe store: restarts of a failed backend actor allowed within a second.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    max_restarts: u32,
     /// troupe store: troupe's worker threads (default: TROUPE_WORKERS, else one per core).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
     workers: Option<u64>,
@@ -138,6 +141,7 @@ impl Tuning {
         config.max_concurrent_requests = self.max_concurrent as usize;
         config.max_body = self.max_body as usize;
         config.workers = self.workers.map(|w| w as usize);
+        config.max_restarts = self.max_restarts;
         config.check().map_err(anyhow::Error::msg)?;
         Ok(config)
     }
