@@ -183,7 +183,14 @@ pub struct Call {
 struct Pending {
     call: Call,
     reply: Deferred<Result<serde_json::Value, CallError>>,
+    /// When its call timeout ends: admission plus the timeout, so that the wait in the
+    /// bulkhead counts against it.
+    deadline: Instant,
 }
+
+/// Time to answer the waiting calls whose deadline has passed.
+#[derive(Message)]
+struct Expire;
 
 /// A call's result, back from the async runtime.
 #[derive(Message)]
@@ -204,6 +211,7 @@ pub struct BackendStats {
     refused: AtomicU64,
     in_flight: AtomicU64,
     queued: AtomicU64,
+    expired: AtomicU64,
     /// 0 closed, 1 open, 2 half-open.
     phase: AtomicU8,
     opened: AtomicU64,
@@ -229,6 +237,9 @@ pub struct BackendSnapshot {
     pub in_flight: u64,
     /// Calls waiting in the bulkhead now.
     pub queued: u64,
+    /// Requests that waited their whole call timeout in the bulkhead: answered 504, no call
+    /// made.
+    pub expired: u64,
     /// The breaker now: `closed`, `open` or `half_open`.
     pub breaker: String,
     /// Times the breaker opened.
@@ -260,6 +271,7 @@ impl BackendStats {
             refused: load(&self.refused),
             in_flight: load(&self.in_flight),
             queued: load(&self.queued),
+            expired: load(&self.expired),
             breaker: match self.phase.load(Ordering::Relaxed) {
                 1 => "open",
                 2 => "half_open",
@@ -280,6 +292,8 @@ pub struct BackendActor {
     bulkhead: Bulkhead<Pending>,
     breaker: Breaker,
     stats: Arc<BackendStats>,
+    /// The deadline the [`Expire`] timer is set for, if one is.
+    expiry: Option<Instant>,
 }
 
 impl Actor for BackendActor {}
@@ -300,6 +314,7 @@ impl BackendActor {
             bulkhead: Bulkhead::new(config.bulkhead),
             breaker: Breaker::new(config.breaker),
             stats,
+            expiry: None,
         }
     }
 
@@ -312,26 +327,38 @@ impl BackendActor {
                 next = self.bulkhead.finish();
                 continue;
             }
+            if pending.deadline <= now {
+                // Its whole call timeout went waiting for a place.
+                self.expire(pending);
+                next = self.bulkhead.finish();
+                continue;
+            }
             match self.breaker.permit(now) {
                 Err(_) => {
                     self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
                     let _ = pending.reply.send(Err(CallError::CircuitOpen(self.name)));
                     next = self.bulkhead.finish();
                 }
-                Ok(permit) => self.start(pending, permit, ctx),
+                Ok(permit) => self.start(pending, permit, now, ctx),
             }
         }
         self.publish(now);
     }
 
-    fn start(&mut self, pending: Pending, permit: Permit, ctx: &mut Context<Self>) {
+    /// Makes the call, with what is left of its timeout (all of it, unless it waited).
+    fn start(&mut self, pending: Pending, permit: Permit, now: Instant, ctx: &mut Context<Self>) {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
-        let Pending { call, reply } = pending;
+        let Pending {
+            call,
+            reply,
+            deadline,
+        } = pending;
         let (name, timeout) = (self.name, self.timeout);
+        let left = deadline.saturating_duration_since(now);
         let exchange = self.transport.call(call);
         ctx.pipe(
             async move {
-                tokio::time::timeout(timeout, exchange)
+                tokio::time::timeout(left, exchange)
                     .await
                     .map_err(|_| CallError::Timeout(name, timeout))?
             },
@@ -341,6 +368,33 @@ impl BackendActor {
                 permit,
             },
         );
+    }
+
+    /// Answers a call whose timeout ran out while it waited in the bulkhead (no call made, so
+    /// nothing for the breaker).
+    fn expire(&self, pending: Pending) {
+        self.stats.expired.fetch_add(1, Ordering::Relaxed);
+        let _ = pending
+            .reply
+            .send(Err(CallError::Timeout(self.name, self.timeout)));
+    }
+
+    /// Sets the [`Expire`] timer for the oldest waiting call's deadline, unless one is set.
+    /// (Every call has the same timeout, so the oldest waiting call's deadline is the first.)
+    fn watch_waiting(&mut self, now: Instant, ctx: &mut Context<Self>) {
+        if self.expiry.is_some() {
+            return;
+        }
+        if let Some(oldest) = self.bulkhead.oldest_waiting() {
+            self.expiry = Some(oldest.deadline);
+            // At least a millisecond: a timer never fires before its time, so this one cannot
+            // fire again and again without the clock moving.
+            let delay = oldest
+                .deadline
+                .saturating_duration_since(now)
+                .max(Duration::from_millis(1));
+            ctx.send_after(delay, Expire);
+        }
     }
 
     /// Copies the bulkhead's and the breaker's state into the shared counters.
@@ -381,9 +435,17 @@ impl Handler<Call> for BackendActor {
             return Err(CallError::CircuitOpen(self.name));
         }
         let reply = ctx.reply_later::<Call>();
-        match self.bulkhead.admit(Pending { call, reply }) {
+        let deadline = now + self.timeout;
+        match self.bulkhead.admit(Pending {
+            call,
+            reply,
+            deadline,
+        }) {
             Admission::Start(pending) => self.launch(Some(pending), ctx),
-            Admission::Queued => self.publish(now),
+            Admission::Queued => {
+                self.watch_waiting(now, ctx);
+                self.publish(now);
+            }
             Admission::Refused(pending) => {
                 let _ = pending.reply.send(Err(CallError::BulkheadFull(self.name)));
                 self.publish(now);
@@ -391,6 +453,23 @@ impl Handler<Call> for BackendActor {
         }
         // Ignored: the reply was deferred.
         Err(CallError::BulkheadFull(self.name))
+    }
+}
+
+impl Handler<Expire> for BackendActor {
+    fn handle(&mut self, _: Expire, ctx: &mut Context<Self>) {
+        let now = ctx.now();
+        self.expiry = None;
+        for pending in self
+            .bulkhead
+            .remove_waiting(|pending| pending.deadline <= now || pending.reply.is_closed())
+        {
+            if !pending.reply.is_closed() {
+                self.expire(pending);
+            }
+        }
+        self.watch_waiting(now, ctx);
+        self.publish(now);
     }
 }
 

@@ -100,6 +100,27 @@ impl<T> Bulkhead<T> {
         }
     }
 
+    /// The call that has waited longest, if any.
+    pub fn oldest_waiting(&self) -> Option<&T> {
+        self.queue.front()
+    }
+
+    /// Takes out the waiting calls for which `leave` holds (their callers gave up, or their
+    /// time ran out), oldest first; the others keep their order.
+    pub fn remove_waiting(&mut self, mut leave: impl FnMut(&T) -> bool) -> Vec<T> {
+        let mut left = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.queue.len());
+        for call in self.queue.drain(..) {
+            if leave(&call) {
+                left.push(call);
+            } else {
+                kept.push_back(call);
+            }
+        }
+        self.queue = kept;
+        left
+    }
+
     /// Calls in flight.
     pub fn in_flight(&self) -> usize {
         self.in_flight
@@ -151,6 +172,25 @@ mod tests {
         assert_eq!(b.finish(), None);
         assert_eq!(b.in_flight(), 0);
         assert_eq!(b.admit(6), Admission::Start(6));
+    }
+
+    #[test]
+    fn waiting_calls_leave_when_asked_and_the_rest_keep_their_order() {
+        let mut b = Bulkhead::new(BulkheadConfig {
+            max_in_flight: 1,
+            max_queued: 5,
+        });
+        assert_eq!(b.oldest_waiting(), None);
+        for call in 1..=5 {
+            b.admit(call);
+        }
+        assert_eq!(b.oldest_waiting(), Some(&2));
+        assert_eq!(b.remove_waiting(|call| call % 2 == 0), vec![2, 4]);
+        assert_eq!((b.in_flight(), b.queued()), (1, 2));
+        assert_eq!(b.oldest_waiting(), Some(&3));
+        assert_eq!(b.finish(), Some(3));
+        assert_eq!(b.finish(), Some(5));
+        assert_eq!(b.finish(), None);
     }
 
     #[test]

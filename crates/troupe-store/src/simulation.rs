@@ -102,8 +102,10 @@ pub enum ScenarioError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LatencySummary {
     /// The group: `healthy`, `search_hangs`, `recovered`; for search also
-    /// `search_hangs:closed` (begun before the breaker first opened), `search_hangs:open`
-    /// (begun after) and `recovered:closed` (begun after the breaker closed again).
+    /// `search_hangs:closed` (begun before the breaker first opened, or at that instant),
+    /// `search_hangs:open` (begun after) and `recovered:closed` (begun after the breaker closed again); for
+    /// payments also `recovered:settled` (begun a request timeout or more after search
+    /// recovered and faults, if any, ended).
     pub group: &'static str,
     /// The kind of request.
     pub kind: Kind,
@@ -388,6 +390,116 @@ impl ScenarioOutcome {
     }
 }
 
+impl ScenarioOutcome {
+    /// Checks what must hold while faults hit the backend actors (crashes, stalls of up to
+    /// `max_stall`, stops; supervision rebuilding them), until search recovers and the faults
+    /// end, and what must hold after:
+    /// - every request is answered, none later than the request timeout (the edge's bound);
+    /// - the bulkhead bounds the search calls in progress, across restarts;
+    /// - the index always answers, at once;
+    /// - from a request timeout after the faults end (`max_stall` must be shorter), payments
+    ///   answer 2xx at the backends' latency;
+    /// - the search breaker closes again (within a stall, a call timeout and an open period,
+    ///   plus a second for the load to send probes, of the faults' end), and search then
+    ///   answers 2xx at the backends' latency.
+    pub fn check_under_faults(&self, max_stall: Duration) -> Result<(), ClaimsBroken> {
+        let mut broken = Vec::new();
+        let mut claim = |holds: bool, claim: &'static str, measured: String| {
+            if !holds {
+                broken.push(Broken { claim, measured });
+            }
+        };
+        let latency = self.scenario.backends.latency;
+        let store = &self.scenario.store;
+        claim(
+            self.unanswered == 0,
+            "every request is answered",
+            format!("{} unanswered", self.unanswered),
+        );
+        let slowest = self
+            .summaries
+            .iter()
+            .filter(|s| s.requests > 0)
+            .max_by_key(|s| s.max);
+        if let Some(slowest) = slowest {
+            claim(
+                slowest.max <= store.request_timeout + GRAIN,
+                "no request waits longer than the request timeout",
+                format!(
+                    "{} {}: {:?}",
+                    slowest.group,
+                    slowest.kind.name(),
+                    slowest.max
+                ),
+            );
+        }
+        claim(
+            self.search_peak <= store.bulkhead.max_in_flight as u64,
+            "the bulkhead bounds the search calls in progress, restarts included",
+            format!(
+                "{} at once, for a bulkhead of {}",
+                self.search_peak, store.bulkhead.max_in_flight
+            ),
+        );
+        for phase in ["healthy", "search_hangs", "recovered"] {
+            if let Some(index) = self.summary(phase, Kind::Index) {
+                claim(
+                    index.ok == index.requests && index.max <= GRAIN,
+                    "the index always answers, at once",
+                    format!("{index:?}"),
+                );
+            }
+        }
+        let settled = self.summary("recovered:settled", Kind::Payment);
+        claim(
+            settled
+                .is_some_and(|s| s.requests > 0 && s.ok == s.requests && s.max <= latency + GRAIN),
+            "after the faults: payments answer 2xx at the backends' latency",
+            format!("{settled:?}"),
+        );
+        let close_by = self.recovered_began
+            + max_stall
+            + store.call_timeout
+            + store.breaker.open_for
+            + Duration::from_secs(1);
+        match self
+            .breaker_closed
+            .iter()
+            .find(|at| **at >= self.recovered_began)
+        {
+            Some(at) => claim(
+                *at <= close_by,
+                "after the faults: the breaker closes within a stall, a call timeout and an \
+                 open period",
+                format!(
+                    "closed {:?} after the faults ended",
+                    *at - self.recovered_began
+                ),
+            ),
+            None => claim(
+                false,
+                "after the faults: the breaker closes again",
+                format!(
+                    "opened at {:?}, closed at {:?}",
+                    self.breaker_opened, self.breaker_closed
+                ),
+            ),
+        }
+        let after = self.summary("recovered:closed", Kind::Search);
+        claim(
+            after.is_some_and(|s| s.requests > 0 && s.ok == s.requests && s.max <= latency + GRAIN),
+            "after the faults, once the breaker has closed, search answers 2xx in the \
+             backends' latency",
+            format!("{after:?}"),
+        );
+        if broken.is_empty() {
+            Ok(())
+        } else {
+            Err(ClaimsBroken(broken))
+        }
+    }
+}
+
 impl fmt::Display for ScenarioOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -418,11 +530,13 @@ impl fmt::Display for ScenarioOutcome {
         )?;
         writeln!(
             f,
-            "  search calls in progress at most {} (bulkhead {}); search actor: {} calls, {} timed out, {} failed fast, {} refused",
+            "  search calls in progress at most {} (bulkhead {}); search actor: {} calls, {} timed \
+             out, {} expired waiting, {} failed fast, {} refused",
             self.search_peak,
             self.scenario.store.bulkhead.max_in_flight,
             self.search.calls,
             self.search.timed_out,
+            self.search.expired,
             self.search.failed_fast,
             self.search.refused
         )?;
@@ -510,6 +624,9 @@ pub fn run(sim: &Simulation, scenario: &Scenario) -> Result<ScenarioOutcome, Sce
     let hang_began = sim.now() - start;
     breaker.watch(sim, &stats, start, scenario.hanging);
     backends.set_search_mode(SearchMode::Healthy);
+    // Faults, if the simulation injects any, end here: the recovered phase is the liveness
+    // phase.
+    sim.heal();
     let recovered_began = sim.now() - start;
     breaker.watch(sim, &stats, start, end.saturating_duration_since(sim.now()));
     let load_ended = sim.now() - start;
@@ -559,17 +676,31 @@ pub fn run(sim: &Simulation, scenario: &Scenario) -> Result<ScenarioOutcome, Sce
     summaries.push(LatencySummary::of(
         "search_hangs:closed",
         Kind::Search,
-        &search(&|s| phase_of(s) == "search_hangs" && s.began < opened_first),
+        &search(&|s| phase_of(s) == "search_hangs" && s.began <= opened_first),
     ));
     summaries.push(LatencySummary::of(
         "search_hangs:open",
         Kind::Search,
-        &search(&|s| phase_of(s) == "search_hangs" && s.began >= opened_first),
+        &search(&|s| phase_of(s) == "search_hangs" && s.began > opened_first),
     ));
     summaries.push(LatencySummary::of(
         "recovered:closed",
         Kind::Search,
-        &search(&|s| s.began >= closed_again),
+        // After: a request begun at the very instant of the close may have reached the actor
+        // before it (turns take no simulated time).
+        &search(&|s| s.began > closed_again),
+    ));
+    // A request timeout after the faults' end: past any stall (shorter) and any request
+    // begun during the faults.
+    let settled = recovered_began + scenario.store.request_timeout;
+    let payments: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.kind == Kind::Payment && s.began >= settled)
+        .collect();
+    summaries.push(LatencySummary::of(
+        "recovered:settled",
+        Kind::Payment,
+        &payments,
     ));
     let slowest_search = samples
         .iter()
