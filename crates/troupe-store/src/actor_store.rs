@@ -41,7 +41,7 @@ use troupe::{
 };
 
 use crate::breaker::{Breaker, BreakerConfig, Outcome, Permit, Phase};
-use crate::bulkhead::{Admission, Bulkhead, BulkheadConfig};
+use crate::bulkhead::{Admission, Bulkhead, BulkheadConfig, Place, Places};
 use crate::transport::{HttpClient, HttpTransport, Transport};
 use crate::{
     Checkout, CheckoutReceipt, ErrorBody, IndexPage, Payment, PaymentReceipt, SearchResults,
@@ -198,11 +198,17 @@ struct Finished {
     result: Result<serde_json::Value, CallError>,
     reply: Deferred<Result<serde_json::Value, CallError>>,
     permit: Permit,
+    /// The actor instance that made the call: after a restart, a newer one receives it.
+    instance: u64,
 }
 
-/// A backend's counters, shared with the edge's `/admin/stats`.
+/// A backend's counters, shared with the edge's `/admin/stats`; and what every instance of its
+/// actor shares (a supervisor rebuilds a failed one in place): the places of its bulkhead,
+/// which calls left in flight by a failed instance still hold.
 #[derive(Debug, Default)]
 pub struct BackendStats {
+    places: Places,
+    instances: AtomicU64,
     calls: AtomicU64,
     succeeded: AtomicU64,
     failed: AtomicU64,
@@ -246,6 +252,8 @@ pub struct BackendSnapshot {
     pub opened: u64,
     /// Times it closed again.
     pub closed: u64,
+    /// Times the backend's actor was rebuilt after failing.
+    pub restarts: u64,
 }
 
 impl BackendStats {
@@ -280,6 +288,7 @@ impl BackendStats {
             .to_owned(),
             opened: load(&self.opened),
             closed: load(&self.closed),
+            restarts: load(&self.instances).saturating_sub(1),
         }
     }
 }
@@ -287,6 +296,10 @@ impl BackendStats {
 /// The actor that owns one backend: its transport, bulkhead, timeout and breaker.
 pub struct BackendActor {
     name: &'static str,
+    /// Which instance this is (the backend's first is 1).
+    instance: u64,
+    /// The breaker's transitions already added to the shared counters (this instance's).
+    published: (u64, u64),
     transport: Arc<dyn Transport>,
     timeout: Duration,
     bulkhead: Bulkhead<Pending>,
@@ -309,55 +322,70 @@ impl BackendActor {
     ) -> Self {
         Self {
             name,
+            instance: stats.instances.fetch_add(1, Ordering::Relaxed) + 1,
+            published: (0, 0),
             transport,
             timeout: config.call_timeout,
-            bulkhead: Bulkhead::new(config.bulkhead),
+            bulkhead: Bulkhead::sharing(config.bulkhead, stats.places.clone()),
             breaker: Breaker::new(config.breaker),
             stats,
             expiry: None,
         }
     }
 
-    /// Starts `next` and, while calls fail fast or were abandoned, the calls behind it.
-    fn launch(&mut self, mut next: Option<Pending>, ctx: &mut Context<Self>) {
+    /// Starts the waiting calls there are places for.
+    fn launch(&mut self, ctx: &mut Context<Self>) {
         let now = ctx.now();
-        while let Some(pending) = next.take() {
-            if pending.reply.is_closed() {
-                // Its asker gave up while it waited: do not call for nobody.
-                next = self.bulkhead.finish();
-                continue;
-            }
-            if pending.deadline <= now {
-                // Its whole call timeout went waiting for a place.
-                self.expire(pending);
-                next = self.bulkhead.finish();
-                continue;
-            }
-            match self.breaker.permit(now) {
-                Err(_) => {
-                    self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
-                    let _ = pending.reply.send(Err(CallError::CircuitOpen(self.name)));
-                    next = self.bulkhead.finish();
-                }
-                Ok(permit) => self.start(pending, permit, now, ctx),
-            }
+        while let Some((pending, place)) = self.bulkhead.next_to_start() {
+            self.try_start(pending, place, now, ctx);
         }
         self.publish(now);
     }
 
-    /// Makes the call, with what is left of its timeout (all of it, unless it waited).
-    fn start(&mut self, pending: Pending, permit: Permit, now: Instant, ctx: &mut Context<Self>) {
+    /// Makes the call holding `place`, unless its asker gave up, its time ran out waiting, or
+    /// the breaker refuses it (the place is then freed at once).
+    fn try_start(&mut self, pending: Pending, place: Place, now: Instant, ctx: &mut Context<Self>) {
+        if pending.reply.is_closed() {
+            // Its asker gave up while it waited: do not call for nobody.
+            return;
+        }
+        if pending.deadline <= now {
+            // Its whole call timeout went waiting for a place.
+            self.expire(pending);
+            return;
+        }
+        match self.breaker.permit(now) {
+            Err(_) => {
+                self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
+                let _ = pending.reply.send(Err(CallError::CircuitOpen(self.name)));
+            }
+            Ok(permit) => self.start(pending, place, permit, now, ctx),
+        }
+    }
+
+    /// Makes the call, with what is left of its timeout (all of it, unless it waited). The
+    /// call's future holds its place: dropped with the future, when the call ends or is
+    /// abandoned.
+    fn start(
+        &mut self,
+        pending: Pending,
+        place: Place,
+        permit: Permit,
+        now: Instant,
+        ctx: &mut Context<Self>,
+    ) {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         let Pending {
             call,
             reply,
             deadline,
         } = pending;
-        let (name, timeout) = (self.name, self.timeout);
+        let (name, timeout, instance) = (self.name, self.timeout, self.instance);
         let left = deadline.saturating_duration_since(now);
         let exchange = self.transport.call(call);
         ctx.pipe(
             async move {
+                let _place = place;
                 tokio::time::timeout(left, exchange)
                     .await
                     .map_err(|_| CallError::Timeout(name, timeout))?
@@ -366,6 +394,7 @@ impl BackendActor {
                 result,
                 reply,
                 permit,
+                instance,
             },
         );
     }
@@ -398,7 +427,7 @@ impl BackendActor {
     }
 
     /// Copies the bulkhead's and the breaker's state into the shared counters.
-    fn publish(&self, now: Instant) {
+    fn publish(&mut self, now: Instant) {
         let stats = &self.stats;
         stats
             .in_flight
@@ -406,18 +435,21 @@ impl BackendActor {
         stats
             .queued
             .store(self.bulkhead.queued() as u64, Ordering::Relaxed);
-        stats
-            .refused
-            .store(self.bulkhead.refused(), Ordering::Relaxed);
         let phase = match self.breaker.phase(now) {
             Phase::Closed => 0,
             Phase::Open => 1,
             Phase::HalfOpen => 2,
         };
         stats.phase.store(phase, Ordering::Relaxed);
+        // Added, not stored: the counters span every instance.
         let (opened, closed) = self.breaker.transitions();
-        stats.opened.store(opened, Ordering::Relaxed);
-        stats.closed.store(closed, Ordering::Relaxed);
+        stats
+            .opened
+            .fetch_add(opened - self.published.0, Ordering::Relaxed);
+        stats
+            .closed
+            .fetch_add(closed - self.published.1, Ordering::Relaxed);
+        self.published = (opened, closed);
     }
 }
 
@@ -441,12 +473,17 @@ impl Handler<Call> for BackendActor {
             reply,
             deadline,
         }) {
-            Admission::Start(pending) => self.launch(Some(pending), ctx),
-            Admission::Queued => {
-                self.watch_waiting(now, ctx);
+            Admission::Start(pending, place) => {
+                self.try_start(pending, place, now, ctx);
                 self.publish(now);
             }
+            Admission::Queued => {
+                // Places may have been freed without a message (calls of a failed instance).
+                self.launch(ctx);
+                self.watch_waiting(now, ctx);
+            }
             Admission::Refused(pending) => {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
                 let _ = pending.reply.send(Err(CallError::BulkheadFull(self.name)));
                 self.publish(now);
             }
@@ -488,10 +525,13 @@ impl Handler<Finished> for BackendActor {
                 Outcome::Failure
             }
         };
-        self.breaker.record(done.permit, outcome, ctx.now());
+        if done.instance == self.instance {
+            self.breaker.record(done.permit, outcome, ctx.now());
+        }
+        // Else made by a failed instance: its permit means nothing to this breaker.
         let _ = done.reply.send(done.result);
-        let next = self.bulkhead.finish();
-        self.launch(next, ctx);
+        // Its place was freed with its future.
+        self.launch(ctx);
     }
 }
 

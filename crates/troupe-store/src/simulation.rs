@@ -531,14 +531,17 @@ impl fmt::Display for ScenarioOutcome {
         writeln!(
             f,
             "  search calls in progress at most {} (bulkhead {}); search actor: {} calls, {} timed \
-             out, {} expired waiting, {} failed fast, {} refused",
+             out, {} expired waiting, {} failed fast, {} refused, {} restarts; payment actor: {} \
+             restarts",
             self.search_peak,
             self.scenario.store.bulkhead.max_in_flight,
             self.search.calls,
             self.search.timed_out,
             self.search.expired,
             self.search.failed_fast,
-            self.search.refused
+            self.search.refused,
+            self.search.restarts,
+            self.payment.restarts
         )?;
         writeln!(
             f,
