@@ -2,12 +2,22 @@
 //! backends go through one actor per backend, as the seed's closing points describe Akka
 //! being used.
 //!
-//! A [`BackendActor`] owns everything about calling its backend: the pooled HTTP client, the
-//! [`Bulkhead`] (calls in flight and waiting, refusing beyond), the per-call timeout and the
-//! [`Breaker`]. Its handler never waits: it defers its reply (`ctx.reply_later`), starts the
-//! call with `ctx.pipe`, and answers when the call's result comes back as a message. Being the
-//! only owner of that state, it needs no lock. The edge sheds load: past
-//! `max_concurrent_requests` requests in progress, the store answers 503 at once.
+//! A [`BackendActor`] owns everything about calling its backend: its [`Transport`] (hyper's
+//! pooled HTTP client here; simulated services in a simulation), the [`Bulkhead`] (calls in
+//! flight and waiting, refusing beyond), the per-call timeout and the [`Breaker`]. Its handler
+//! never waits: it defers its reply (`ctx.reply_later`), starts the call with `ctx.pipe`, and
+//! answers when the call's result comes back as a message. Being the only owner of that state,
+//! it needs no lock. It reads the time from its context (`ctx.now()`), so that it runs
+//! unchanged in simulated time. The edge sheds load: past `max_concurrent_requests` requests
+//! in progress, the store answers 503 at once.
+//!
+//! A call's timeout runs from its admission: a call that waits in the bulkhead starts with
+//! what is left of it, and one whose time runs out while it waits is answered 504 by a timer
+//! (without it, a call queued behind calls to a hanging backend waited for a place and then
+//! its whole timeout: 1.8 s in simulation, for a 1 s timeout). The actors are supervised: a
+//! failed one is rebuilt in place from its settings, and the calls its old instance left in
+//! flight keep their places in the bulkhead (see [`bulkhead`](crate::bulkhead)) and answer
+//! their callers, but not the new instance's breaker.
 //!
 //! A request that needs several calls in sequence reads as the seed's for-comprehension:
 //!
