@@ -2,12 +2,22 @@
 //! backends go through one actor per backend, as the seed's closing points describe Akka
 //! being used.
 //!
-//! A [`BackendActor`] owns everything about calling its backend: the pooled HTTP client, the
-//! [`Bulkhead`] (calls in flight and waiting, refusing beyond), the per-call timeout and the
-//! [`Breaker`]. Its handler never waits: it defers its reply (`ctx.reply_later`), starts the
-//! call with `ctx.pipe`, and answers when the call's result comes back as a message. Being the
-//! only owner of that state, it needs no lock. The edge sheds load: past
-//! `max_concurrent_requests` requests in progress, the store answers 503 at once.
+//! A [`BackendActor`] owns everything about calling its backend: its [`Transport`] (hyper's
+//! pooled HTTP client here; simulated services in a simulation), the [`Bulkhead`] (calls in
+//! flight and waiting, refusing beyond), the per-call timeout and the [`Breaker`]. Its handler
+//! never waits: it defers its reply (`ctx.reply_later`), starts the call with `ctx.pipe`, and
+//! answers when the call's result comes back as a message. Being the only owner of that state,
+//! it needs no lock. It reads the time from its context (`ctx.now()`), so that it runs
+//! unchanged in simulated time. The edge sheds load: past `max_concurrent_requests` requests
+//! in progress, the store answers 503 at once.
+//!
+//! A call's timeout runs from its admission: a call that waits in the bulkhead starts with
+//! what is left of it, and one whose time runs out while it waits is answered 504 by a timer
+//! (without it, a call queued behind calls to a hanging backend waited for a place and then
+//! its whole timeout: 1.8 s in simulation, for a 1 s timeout). The actors are supervised: a
+//! failed one is rebuilt in place from its settings, and the calls its old instance left in
+//! flight keep their places in the bulkhead (see [`bulkhead`](crate::bulkhead)) and answer
+//! their callers, but not the new instance's breaker.
 //!
 //! A request that needs several calls in sequence reads as the seed's for-comprehension:
 //!
@@ -30,21 +40,22 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tower::ServiceBuilder;
-use troupe::{Actor, Addr, AskError, Context, Deferred, Handler, Message, System};
+use troupe::{
+    Actor, Addr, AskError, Context, Deferred, Handler, Message, SpawnOptions, SupervisorStrategy,
+    System,
+};
 
 use crate::breaker::{Breaker, BreakerConfig, Outcome, Permit, Phase};
-use crate::bulkhead::{Admission, Bulkhead, BulkheadConfig};
-use crate::{Checkout, CheckoutReceipt, ErrorBody, Payment, PaymentReceipt, SearchResults};
-
-/// The largest answer read from a backend (bytes); more is treated as garbage.
-const MAX_BACKEND_ANSWER: usize = 1024 * 1024;
+use crate::bulkhead::{Admission, Bulkhead, BulkheadConfig, Place, Places};
+use crate::transport::{HttpClient, HttpTransport, Transport};
+use crate::{
+    Checkout, CheckoutReceipt, ErrorBody, IndexPage, Payment, PaymentReceipt, SearchResults,
+};
 
 /// The store's settings; each has a command-line flag (`troupe-store serve --help`).
 #[derive(Debug, Clone)]
@@ -70,6 +81,10 @@ pub struct ActorStoreConfig {
     pub max_body: usize,
     /// troupe's worker threads (default: `TROUPE_WORKERS`, else one per core).
     pub workers: Option<usize>,
+    /// Restarts of a failed backend actor allowed within one second before it stays stopped
+    /// (and its backend answers 503); default 10. A restart loses the actor's bulkhead queue
+    /// and breaker state, not its address.
+    pub max_restarts: u32,
 }
 
 impl ActorStoreConfig {
@@ -85,6 +100,7 @@ impl ActorStoreConfig {
             request_timeout: Duration::from_secs(3),
             max_body: crate::MAX_BODY,
             workers: None,
+            max_restarts: 10,
         }
     }
 
@@ -95,6 +111,11 @@ impl ActorStoreConfig {
                 return Err(format!("the {name} URL `{url}` is not an http:// URL"));
             }
         }
+        self.check_limits()
+    }
+
+    /// Checks every setting but the URLs (which only the HTTP transport reads).
+    pub fn check_limits(&self) -> Result<(), String> {
         if self.call_timeout.is_zero() {
             return Err("the call timeout must be more than 0".into());
         }
@@ -172,7 +193,14 @@ pub struct Call {
 struct Pending {
     call: Call,
     reply: Deferred<Result<serde_json::Value, CallError>>,
+    /// When its call timeout ends: admission plus the timeout, so that the wait in the
+    /// bulkhead counts against it.
+    deadline: Instant,
 }
+
+/// Time to answer the waiting calls whose deadline has passed.
+#[derive(Message)]
+struct Expire;
 
 /// A call's result, back from the async runtime.
 #[derive(Message)]
@@ -180,11 +208,17 @@ struct Finished {
     result: Result<serde_json::Value, CallError>,
     reply: Deferred<Result<serde_json::Value, CallError>>,
     permit: Permit,
+    /// The actor instance that made the call: after a restart, a newer one receives it.
+    instance: u64,
 }
 
-/// A backend's counters, shared with the edge's `/admin/stats`.
+/// A backend's counters, shared with the edge's `/admin/stats`; and what every instance of its
+/// actor shares (a supervisor rebuilds a failed one in place): the places of its bulkhead,
+/// which calls left in flight by a failed instance still hold.
 #[derive(Debug, Default)]
 pub struct BackendStats {
+    places: Places,
+    instances: AtomicU64,
     calls: AtomicU64,
     succeeded: AtomicU64,
     failed: AtomicU64,
@@ -193,6 +227,7 @@ pub struct BackendStats {
     refused: AtomicU64,
     in_flight: AtomicU64,
     queued: AtomicU64,
+    expired: AtomicU64,
     /// 0 closed, 1 open, 2 half-open.
     phase: AtomicU8,
     opened: AtomicU64,
@@ -218,15 +253,30 @@ pub struct BackendSnapshot {
     pub in_flight: u64,
     /// Calls waiting in the bulkhead now.
     pub queued: u64,
+    /// Requests that waited their whole call timeout in the bulkhead: answered 504, no call
+    /// made.
+    pub expired: u64,
     /// The breaker now: `closed`, `open` or `half_open`.
     pub breaker: String,
     /// Times the breaker opened.
     pub opened: u64,
     /// Times it closed again.
     pub closed: u64,
+    /// Times the backend's actor was rebuilt after failing.
+    pub restarts: u64,
 }
 
 impl BackendStats {
+    /// Times the breaker opened so far (one load, for a test that watches it step by step).
+    pub fn opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
+    /// Times the breaker closed again so far.
+    pub fn closed(&self) -> u64 {
+        self.closed.load(Ordering::Relaxed)
+    }
+
     /// A snapshot.
     pub fn snapshot(&self) -> BackendSnapshot {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -239,6 +289,7 @@ impl BackendStats {
             refused: load(&self.refused),
             in_flight: load(&self.in_flight),
             queued: load(&self.queued),
+            expired: load(&self.expired),
             breaker: match self.phase.load(Ordering::Relaxed) {
                 1 => "open",
                 2 => "half_open",
@@ -247,95 +298,105 @@ impl BackendStats {
             .to_owned(),
             opened: load(&self.opened),
             closed: load(&self.closed),
+            restarts: load(&self.instances).saturating_sub(1),
         }
     }
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
-
-/// The actor that owns one backend: its client, bulkhead, timeout and breaker.
+/// The actor that owns one backend: its transport, bulkhead, timeout and breaker.
 pub struct BackendActor {
     name: &'static str,
-    base: String,
-    client: HttpClient,
+    /// Which instance this is (the backend's first is 1).
+    instance: u64,
+    /// The breaker's transitions already added to the shared counters (this instance's).
+    published: (u64, u64),
+    transport: Arc<dyn Transport>,
     timeout: Duration,
     bulkhead: Bulkhead<Pending>,
     breaker: Breaker,
     stats: Arc<BackendStats>,
+    /// The deadline the [`Expire`] timer is set for, if one is.
+    expiry: Option<Instant>,
 }
 
 impl Actor for BackendActor {}
 
 impl BackendActor {
-    /// An actor calling the backend at `base` (e.g. `http://127.0.0.1:4001`).
+    /// An actor calling the backend named `name` through `transport`, with the call timeout,
+    /// bulkhead and breaker of `config`.
     pub fn new(
         name: &'static str,
-        base: String,
-        client: HttpClient,
+        transport: Arc<dyn Transport>,
         config: &ActorStoreConfig,
         stats: Arc<BackendStats>,
     ) -> Self {
         Self {
             name,
-            base,
-            client,
+            instance: stats.instances.fetch_add(1, Ordering::Relaxed) + 1,
+            published: (0, 0),
+            transport,
             timeout: config.call_timeout,
-            bulkhead: Bulkhead::new(config.bulkhead),
+            bulkhead: Bulkhead::sharing(config.bulkhead, stats.places.clone()),
             breaker: Breaker::new(config.breaker),
             stats,
+            expiry: None,
         }
     }
 
-    /// Starts `next` and, while calls fail fast or were abandoned, the calls behind it.
-    fn launch(&mut self, mut next: Option<Pending>, ctx: &mut Context<Self>) {
-        while let Some(pending) = next.take() {
-            if pending.reply.is_closed() {
-                // Its asker gave up while it waited: do not call for nobody.
-                next = self.bulkhead.finish();
-                continue;
-            }
-            match self.breaker.permit(Instant::now()) {
-                Err(_) => {
-                    self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
-                    let _ = pending.reply.send(Err(CallError::CircuitOpen(self.name)));
-                    next = self.bulkhead.finish();
-                }
-                Ok(permit) => self.start(pending, permit, ctx),
-            }
+    /// Starts the waiting calls there are places for.
+    fn launch(&mut self, ctx: &mut Context<Self>) {
+        let now = ctx.now();
+        while let Some((pending, place)) = self.bulkhead.next_to_start() {
+            self.try_start(pending, place, now, ctx);
         }
-        self.publish();
+        self.publish(now);
     }
 
-    fn start(&mut self, pending: Pending, permit: Permit, ctx: &mut Context<Self>) {
+    /// Makes the call holding `place`, unless its asker gave up, its time ran out waiting, or
+    /// the breaker refuses it (the place is then freed at once).
+    fn try_start(&mut self, pending: Pending, place: Place, now: Instant, ctx: &mut Context<Self>) {
+        if pending.reply.is_closed() {
+            // Its asker gave up while it waited: do not call for nobody.
+            return;
+        }
+        if pending.deadline <= now {
+            // Its whole call timeout went waiting for a place.
+            self.expire(pending);
+            return;
+        }
+        match self.breaker.permit(now) {
+            Err(_) => {
+                self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
+                let _ = pending.reply.send(Err(CallError::CircuitOpen(self.name)));
+            }
+            Ok(permit) => self.start(pending, place, permit, now, ctx),
+        }
+    }
+
+    /// Makes the call, with what is left of its timeout (all of it, unless it waited). The
+    /// call's future holds its place: dropped with the future, when the call ends or is
+    /// abandoned.
+    fn start(
+        &mut self,
+        pending: Pending,
+        place: Place,
+        permit: Permit,
+        now: Instant,
+        ctx: &mut Context<Self>,
+    ) {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
-        let Pending { call, reply } = pending;
-        let (name, timeout, client) = (self.name, self.timeout, self.client.clone());
-        let uri = format!("{}{}", self.base, call.path);
+        let Pending {
+            call,
+            reply,
+            deadline,
+        } = pending;
+        let (name, timeout, instance) = (self.name, self.timeout, self.instance);
+        let left = deadline.saturating_duration_since(now);
+        let exchange = self.transport.call(call);
         ctx.pipe(
             async move {
-                let request = hyper::Request::builder()
-                    .method(call.method)
-                    .uri(uri)
-                    .header("content-type", "application/json")
-                    .body(Full::new(call.body.unwrap_or_default()))
-                    .map_err(|e| CallError::Unreachable(name, e.to_string()))?;
-                let exchange = async {
-                    let response = client
-                        .request(request)
-                        .await
-                        .map_err(|e| CallError::Unreachable(name, e.to_string()))?;
-                    let status = response.status();
-                    let body = Limited::new(response.into_body(), MAX_BACKEND_ANSWER)
-                        .collect()
-                        .await
-                        .map_err(|_| CallError::Garbage(name))?
-                        .to_bytes();
-                    if !status.is_success() {
-                        return Err(CallError::Status(name, status.as_u16()));
-                    }
-                    serde_json::from_slice(&body).map_err(|_| CallError::Garbage(name))
-                };
-                tokio::time::timeout(timeout, exchange)
+                let _place = place;
+                tokio::time::timeout(left, exchange)
                     .await
                     .map_err(|_| CallError::Timeout(name, timeout))?
             },
@@ -343,12 +404,40 @@ impl BackendActor {
                 result,
                 reply,
                 permit,
+                instance,
             },
         );
     }
 
+    /// Answers a call whose timeout ran out while it waited in the bulkhead (no call made, so
+    /// nothing for the breaker).
+    fn expire(&self, pending: Pending) {
+        self.stats.expired.fetch_add(1, Ordering::Relaxed);
+        let _ = pending
+            .reply
+            .send(Err(CallError::Timeout(self.name, self.timeout)));
+    }
+
+    /// Sets the [`Expire`] timer for the oldest waiting call's deadline, unless one is set.
+    /// (Every call has the same timeout, so the oldest waiting call's deadline is the first.)
+    fn watch_waiting(&mut self, now: Instant, ctx: &mut Context<Self>) {
+        if self.expiry.is_some() {
+            return;
+        }
+        if let Some(oldest) = self.bulkhead.oldest_waiting() {
+            self.expiry = Some(oldest.deadline);
+            // At least a millisecond: a timer never fires before its time, so this one cannot
+            // fire again and again without the clock moving.
+            let delay = oldest
+                .deadline
+                .saturating_duration_since(now)
+                .max(Duration::from_millis(1));
+            ctx.send_after(delay, Expire);
+        }
+    }
+
     /// Copies the bulkhead's and the breaker's state into the shared counters.
-    fn publish(&self) {
+    fn publish(&mut self, now: Instant) {
         let stats = &self.stats;
         stats
             .in_flight
@@ -356,18 +445,21 @@ impl BackendActor {
         stats
             .queued
             .store(self.bulkhead.queued() as u64, Ordering::Relaxed);
-        stats
-            .refused
-            .store(self.bulkhead.refused(), Ordering::Relaxed);
-        let phase = match self.breaker.phase(Instant::now()) {
+        let phase = match self.breaker.phase(now) {
             Phase::Closed => 0,
             Phase::Open => 1,
             Phase::HalfOpen => 2,
         };
         stats.phase.store(phase, Ordering::Relaxed);
+        // Added, not stored: the counters span every instance.
         let (opened, closed) = self.breaker.transitions();
-        stats.opened.store(opened, Ordering::Relaxed);
-        stats.closed.store(closed, Ordering::Relaxed);
+        stats
+            .opened
+            .fetch_add(opened - self.published.0, Ordering::Relaxed);
+        stats
+            .closed
+            .fetch_add(closed - self.published.1, Ordering::Relaxed);
+        self.published = (opened, closed);
     }
 }
 
@@ -378,22 +470,53 @@ impl Handler<Call> for BackendActor {
         ctx: &mut Context<Self>,
     ) -> Result<serde_json::Value, CallError> {
         // An open breaker fails fast, before the bulkhead: no reply to defer.
-        if self.breaker.phase(Instant::now()) == Phase::Open {
+        let now = ctx.now();
+        if self.breaker.phase(now) == Phase::Open {
             self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
-            self.publish();
+            self.publish(now);
             return Err(CallError::CircuitOpen(self.name));
         }
         let reply = ctx.reply_later::<Call>();
-        match self.bulkhead.admit(Pending { call, reply }) {
-            Admission::Start(pending) => self.launch(Some(pending), ctx),
-            Admission::Queued => self.publish(),
+        let deadline = now + self.timeout;
+        match self.bulkhead.admit(Pending {
+            call,
+            reply,
+            deadline,
+        }) {
+            Admission::Start(pending, place) => {
+                self.try_start(pending, place, now, ctx);
+                self.publish(now);
+            }
+            Admission::Queued => {
+                // Places may have been freed without a message (calls of a failed instance).
+                self.launch(ctx);
+                self.watch_waiting(now, ctx);
+            }
             Admission::Refused(pending) => {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
                 let _ = pending.reply.send(Err(CallError::BulkheadFull(self.name)));
-                self.publish();
+                self.publish(now);
             }
         }
         // Ignored: the reply was deferred.
         Err(CallError::BulkheadFull(self.name))
+    }
+}
+
+impl Handler<Expire> for BackendActor {
+    fn handle(&mut self, _: Expire, ctx: &mut Context<Self>) {
+        let now = ctx.now();
+        self.expiry = None;
+        for pending in self
+            .bulkhead
+            .remove_waiting(|pending| pending.deadline <= now || pending.reply.is_closed())
+        {
+            if !pending.reply.is_closed() {
+                self.expire(pending);
+            }
+        }
+        self.watch_waiting(now, ctx);
+        self.publish(now);
     }
 }
 
@@ -412,10 +535,13 @@ impl Handler<Finished> for BackendActor {
                 Outcome::Failure
             }
         };
-        self.breaker.record(done.permit, outcome, Instant::now());
+        if done.instance == self.instance {
+            self.breaker.record(done.permit, outcome, ctx.now());
+        }
+        // Else made by a failed instance: its permit means nothing to this breaker.
         let _ = done.reply.send(done.result);
-        let next = self.bulkhead.finish();
-        self.launch(next, ctx);
+        // Its place was freed with its future.
+        self.launch(ctx);
     }
 }
 
@@ -446,6 +572,22 @@ impl StoreError {
             message: message.into(),
         }
     }
+
+    /// The status the client gets.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What went wrong, for a person to read (the answer's `error`).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status, self.message)
+    }
 }
 
 impl IntoResponse for StoreError {
@@ -467,6 +609,62 @@ impl From<CallError> for StoreError {
 }
 
 impl App {
+    /// Spawns the two backend actors on `system`, each supervised (a failed one is rebuilt in
+    /// place, within `config.max_restarts` a second), calling their services through
+    /// `search` and `payment`: what the store's handlers share, without the HTTP edge.
+    pub fn new(
+        system: &System,
+        search: Arc<dyn Transport>,
+        payment: Arc<dyn Transport>,
+        config: &ActorStoreConfig,
+    ) -> Result<App, String> {
+        config.check_limits()?;
+        let stats: Arc<[Arc<BackendStats>; 2]> = Arc::new(Default::default());
+        let options = SpawnOptions::new().supervision(
+            SupervisorStrategy::one_for_one()
+                .intensity(config.max_restarts, Duration::from_secs(1)),
+        );
+        let spawn =
+            |name: &'static str, transport: Arc<dyn Transport>, stats: &Arc<BackendStats>| {
+                let (config, stats) = (config.clone(), stats.clone());
+                system.spawn_supervised(
+                    move || BackendActor::new(name, transport.clone(), &config, stats.clone()),
+                    options.clone(),
+                )
+            };
+        Ok(App {
+            search: spawn("search", search, &stats[0]),
+            payment: spawn("payment", payment, &stats[1]),
+            request_timeout: config.request_timeout,
+            stats,
+            shed: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The search backend's counters (live: read them as often as needed).
+    pub fn search_stats(&self) -> &Arc<BackendStats> {
+        &self.stats[0]
+    }
+
+    /// The payment backend's counters.
+    pub fn payment_stats(&self) -> &Arc<BackendStats> {
+        &self.stats[1]
+    }
+
+    /// The store's counters, as `GET /admin/stats` answers them.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            search: self.stats[0].snapshot(),
+            payment: self.stats[1].snapshot(),
+            shed: self.shed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The index page (served by the store alone).
+    pub fn index(&self) -> IndexPage {
+        crate::index_page("troupe")
+    }
+
     /// Asks a backend actor, and reads its answer as a `T`.
     async fn call<T: DeserializeOwned>(
         &self,
@@ -556,8 +754,8 @@ fn parse<T: DeserializeOwned>(
     })
 }
 
-async fn index() -> Json<crate::IndexPage> {
-    Json(crate::index_page("troupe"))
+async fn index(State(app): State<App>) -> Json<IndexPage> {
+    Json(app.index())
 }
 
 #[derive(Deserialize)]
@@ -621,11 +819,7 @@ pub struct StoreStats {
 }
 
 async fn stats_handler(State(app): State<App>) -> Json<StoreStats> {
-    Json(StoreStats {
-        search: app.stats[0].snapshot(),
-        payment: app.stats[1].snapshot(),
-        shed: app.shed.load(Ordering::Relaxed),
-    })
+    Json(app.stats())
 }
 
 async fn not_found() -> StoreError {
@@ -665,29 +859,11 @@ impl ActorStore {
         let client: HttpClient = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build_http();
-        let stats: Arc<[Arc<BackendStats>; 2]> = Arc::new(Default::default());
-        let search = system.spawn(BackendActor::new(
-            "search",
-            config.search_url.trim_end_matches('/').to_owned(),
-            client.clone(),
-            &config,
-            stats[0].clone(),
-        ));
-        let payment = system.spawn(BackendActor::new(
-            "payment",
-            config.payment_url.trim_end_matches('/').to_owned(),
-            client,
-            &config,
-            stats[1].clone(),
-        ));
-        let shed = Arc::new(AtomicU64::new(0));
-        let app = App {
-            search,
-            payment,
-            request_timeout: config.request_timeout,
-            stats,
-            shed: shed.clone(),
-        };
+        let search = HttpTransport::new("search", &config.search_url, client.clone());
+        let payment = HttpTransport::new("payment", &config.payment_url, client);
+        let app = App::new(&system, Arc::new(search), Arc::new(payment), &config)
+            .map_err(anyhow::Error::msg)?;
+        let shed = app.shed.clone();
         let shedding = ServiceBuilder::new()
             .layer(HandleErrorLayer::new(move |_: tower::BoxError| {
                 let shed = shed.clone();

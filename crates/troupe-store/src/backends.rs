@@ -40,7 +40,7 @@ pub enum SearchMode {
 }
 
 impl SearchMode {
-    fn from_u8(value: u8) -> Self {
+    pub(crate) fn from_u8(value: u8) -> Self {
         match value {
             1 => SearchMode::Hang,
             2 => SearchMode::Garbage,
@@ -48,7 +48,7 @@ impl SearchMode {
         }
     }
 
-    fn as_u8(self) -> u8 {
+    pub(crate) fn as_u8(self) -> u8 {
         match self {
             SearchMode::Healthy => 0,
             SearchMode::Hang => 1,

@@ -4,13 +4,16 @@
 //!
 //! - [`backends`]: the search and payment services, real HTTP on loopback, answering JSON
 //!   after 20 ms; search can be switched to hang (30 s, then 502) and back.
-//! - [`actor_store`]: the store on troupe and axum. One actor per backend owns its HTTP client,
-//!   its bulkhead ([`bulkhead`]), its per-call timeout and its circuit breaker ([`breaker`]);
-//!   the edge sheds load with 503 rather than queueing without bound.
+//! - [`actor_store`]: the store on troupe and axum. One actor per backend owns its transport
+//!   ([`transport`]: HTTP), its bulkhead ([`bulkhead`]), its per-call timeout and its circuit
+//!   breaker ([`breaker`]); the edge sheds load with 503 rather than queueing without bound.
 //! - [`thread_store`]: the same endpoints on a synchronous server with a 200-thread pool and a
 //!   blocking HTTP client without timeouts, configured as the seed's Tomcat was.
 //! - [`load`]: the seed's closed model (300 users per request type, thinking 500-1500 ms),
 //!   phases (healthy, search hanging, recovered), and an open model at fixed arrival rates.
+//! - [`simulation`]: the troupe store's actor part under the seed's scenario in deterministic
+//!   simulation (`troupe::sim`), with the backends simulated ([`sim_backends`]) and the load
+//!   as actors on timers ([`sim_load`]), and the seed's claims checked on simulated time.
 //!
 //! The endpoints, the same on both stores:
 //!
@@ -28,9 +31,13 @@ use serde::{Deserialize, Serialize};
 pub mod breaker;
 pub mod bulkhead;
 pub mod backends;
+pub mod transport;
 pub mod actor_store;
 pub mod thread_store;
 pub mod load;
+pub mod sim_backends;
+pub mod sim_load;
+pub mod simulation;
 pub mod bench;
 pub mod report;
 pub mod chart;

@@ -5,6 +5,7 @@
 //! troupe-store serve --store troupe --port 8080 --search-url http://127.0.0.1:4001 --payment-url http://127.0.0.1:4002
 //! troupe-store serve --store threads --port 8081 --search-url ... --payment-url ...
 //! troupe-store bench [--quick] [--runs 3] [--json] [--out results/store]
+//! troupe-store simulate [--seeds 10] [--first-seed 0] [--verbose]
 //! ```
 
 use std::path::PathBuf;
@@ -55,6 +56,19 @@ enum Command {
     /// Both stores under the seed's load, in one run; prints the table, writes JSON lines,
     /// the Markdown table and the charts into --out.
     Bench(BenchArgs),
+    /// The seed's scenario in deterministic simulation, one run per seed: checks its claims
+    /// and prints simulated time per second of wall time.
+    Simulate {
+        /// How many seeds.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        seeds: u64,
+        /// The first seed.
+        #[arg(long, default_value_t = 0)]
+        first_seed: u64,
+        /// Prints every run's latency table, not only its first line.
+        #[arg(long)]
+        verbose: bool,
+    },
 }
 
 #[derive(Args)]
@@ -108,6 +122,9 @@ struct Tuning {
     /// troupe store: requests in progress before the edge answers 503.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_concurrent: u64,
+    /// troupe store: restarts of a failed backend actor allowed within a second.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    max_restarts: u32,
     /// troupe store: troupe's worker threads (default: TROUPE_WORKERS, else one per core).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
     workers: Option<u64>,
@@ -138,6 +155,7 @@ impl Tuning {
         config.max_concurrent_requests = self.max_concurrent as usize;
         config.max_body = self.max_body as usize;
         config.workers = self.workers.map(|w| w as usize);
+        config.max_restarts = self.max_restarts;
         config.check().map_err(anyhow::Error::msg)?;
         Ok(config)
     }
@@ -278,7 +296,49 @@ fn run() -> Result<()> {
         }
         Command::Serve(args) => serve(args),
         Command::Bench(args) => bench_command(args),
+        Command::Simulate {
+            seeds,
+            first_seed,
+            verbose,
+        } => simulate(first_seed, seeds, verbose),
     }
+}
+
+fn simulate(first_seed: u64, seeds: u64, verbose: bool) -> Result<()> {
+    let (mut simulated, mut wall, mut broken) = (Duration::ZERO, Duration::ZERO, 0);
+    let mut ratios = Vec::new();
+    for seed in first_seed..first_seed.saturating_add(seeds) {
+        let outcome = troupe_store::simulation::run_scenario(seed);
+        if verbose {
+            println!("{outcome}");
+        } else {
+            print!("{}", outcome.to_string().lines().next().unwrap_or_default());
+            println!();
+        }
+        if let Err(claims) = outcome.check() {
+            broken += 1;
+            println!("  {claims}");
+        }
+        simulated += outcome.simulated;
+        wall += outcome.wall;
+        ratios.push(outcome.ratio());
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!(
+        "{seeds} runs: {:.0} s simulated in {:.2} s of wall time: {:.0} simulated seconds per \
+         wall second (per run: {:.0} to {:.0}, median {:.0}); {} with a broken claim",
+        simulated.as_secs_f64(),
+        wall.as_secs_f64(),
+        simulated.as_secs_f64() / wall.as_secs_f64().max(1e-9),
+        ratios.first().copied().unwrap_or_default(),
+        ratios.last().copied().unwrap_or_default(),
+        ratios[ratios.len() / 2],
+        broken
+    );
+    if broken > 0 {
+        bail!("{broken} run(s) broke a claim of the seed");
+    }
+    Ok(())
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
