@@ -170,6 +170,9 @@ enum Command {
         /// Timers set 1 ms apart (1-100000000).
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
         timers: u64,
+        /// Skip the store's scenario (seed 001 in simulation, about half a second a run).
+        #[arg(long)]
+        no_store: bool,
     },
     /// The serving side of `remote`, started by it as a second process.
     #[command(hide = true)]
@@ -396,11 +399,13 @@ fn run() -> Result<()> {
             actors,
             hops,
             timers,
+            no_store,
         } => sim::run(
             &runner,
             if quick { actors.min(10) } else { actors },
             if quick { hops.min(1_000) } else { hops },
             if quick { timers.min(100) } else { timers },
+            !no_store && !quick,
         ),
         Command::Timers { timers } => features::timers(
             &runner,

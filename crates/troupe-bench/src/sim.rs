@@ -8,7 +8,12 @@
 //!   simulated clock jumps from one to the next, so a run is steps (turns and timer firings)
 //!   and clock jumps; reported as steps per wall second, and simulated seconds per wall second.
 //!
-//! Every repetition checks its work: the ring's token count, every timer's message.
+//! - `store`: the whole scenario of seed 001 (the store under its load, healthy, with search
+//!   hanging 30 s per call, recovered: `troupe_store::simulation`), simulated seconds per
+//!   wall second, each run checked against the seed's claims.
+//!
+//! Every repetition checks its work: the ring's token count, every timer's message, the
+//! store's claims.
 
 use std::time::{Duration, Instant};
 
@@ -144,7 +149,7 @@ fn timers_once(seed: u64, timers: u64) -> Result<(u64, f64, f64)> {
     Ok((sim.steps(), wall, simulated))
 }
 
-pub fn run(runner: &Runner, actors: u64, hops: u64, timers: u64) -> Result<()> {
+pub fn run(runner: &Runner, actors: u64, hops: u64, timers: u64, store: bool) -> Result<()> {
     ensure!(actors >= 2, "the ring needs at least 2 actors");
     ensure!(hops >= 1 && timers >= 1, "nothing to measure");
     let mut seed = 0;
@@ -193,6 +198,50 @@ pub fn run(runner: &Runner, actors: u64, hops: u64, timers: u64) -> Result<()> {
         params,
         "x",
         ratio,
+        notes,
+    ))?;
+    if store {
+        store_scenario(runner)?;
+    }
+    Ok(())
+}
+
+/// The store's scenario (seed 001) in simulation: simulated seconds per wall second.
+fn store_scenario(runner: &Runner) -> Result<()> {
+    let mut seed = 0;
+    let [ratio, steps] = runner.measure("sim store", || {
+        seed += 1;
+        let outcome = troupe_store::simulation::run_scenario(seed);
+        if let Err(broken) = outcome.check() {
+            anyhow::bail!("the store's claims failed in simulation (seed {seed}): {broken}");
+        }
+        let wall = outcome.wall.as_secs_f64();
+        Ok([
+            outcome.simulated.as_secs_f64() / wall,
+            outcome.steps as f64 / wall,
+        ])
+    })?;
+    let params = json!({ "scenario": "seed 001: 10 s healthy, 40 s search hanging 30 s per call, 20 s recovered; 300 users per kind" })
+        .as_object()
+        .expect("object")
+        .clone();
+    let notes = "troupe_store::simulation::run_scenario: the store's backend actors (bulkhead, call timeout, breaker) and the seed's load in troupe::sim, the backends simulated; every run checked against the seed's claims";
+    runner.emit(&Record::new(
+        "sim",
+        "store_virtual_per_wall",
+        "troupe-sim",
+        params.clone(),
+        "x",
+        ratio,
+        notes,
+    ))?;
+    runner.emit(&Record::new(
+        "sim",
+        "store_steps",
+        "troupe-sim",
+        params,
+        "steps/s",
+        steps,
         notes,
     ))?;
     Ok(())

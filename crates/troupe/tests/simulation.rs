@@ -539,8 +539,8 @@ fn faults_hit_their_targets_and_supervision_recovers() {
                     Err(other) => panic!("unexpected {other:?}"),
                 }
             }
-            // Faults off: it answers again (a stop under fault ends a permanent supervised
-            // actor only if the system restarts it; it does).
+            // Faults off: it answers again, unless a stop fault ended it (a stop from outside
+            // ends even a supervised actor for good).
             sim.heal();
             if !fragile.is_stopped() {
                 assert!(fragile.ask(Ping).wait().is_ok());

@@ -134,7 +134,8 @@ impl std::fmt::Display for Found {
         }
         writeln!(
             f,
-            "  replay: TROUPE_SIM_SEED={} cargo test -p {package} <this test>",
+            "  replay: TROUPE_SIM_SEED={} cargo test -p {package} <this test> (with this run's \
+             cargo options, such as --release or --test)",
             self.replay
         )?;
         if let Some(shrunk) = &self.shrunk {
@@ -229,7 +230,7 @@ impl Explore {
             system: Arc::new(SystemBuilder::default),
             budget: None,
             corpus: Vec::new(),
-            max_steps: 1_000_000,
+            max_steps: 10_000_000,
             max_time: Duration::from_secs(24 * 3600),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
@@ -284,7 +285,7 @@ impl Explore {
         self
     }
 
-    /// The most steps a run may take (default 1 M).
+    /// The most steps a run may take (default 10 M, as a `Simulation`'s).
     pub fn max_steps(mut self, steps: u64) -> Self {
         self.max_steps = steps;
         self
@@ -341,10 +342,10 @@ impl Explore {
     /// Runs the test for every seed and returns the first failure instead of panicking: for a
     /// test that proves the simulation finds a known defect. `Ok` if none failed.
     pub fn find(self, test: impl Fn(&Simulation) + Send + Sync) -> Result<Summary, Box<Found>> {
-        self.explore(&test).map_err(Box::new)
+        self.explore(&test)
     }
 
-    fn explore(&self, test: &(dyn Fn(&Simulation) + Send + Sync)) -> Result<Summary, Found> {
+    fn explore(&self, test: &(dyn Fn(&Simulation) + Send + Sync)) -> Result<Summary, Box<Found>> {
         quiet_panics_when_asked();
         let started = Instant::now();
         if let Ok(line) = std::env::var("TROUPE_SIM_SEED") {
@@ -364,7 +365,7 @@ impl Explore {
                         cut_short: false,
                     })
                 }
-                Outcome::Failed { .. } => Err(self.report(&replay, 1, test)),
+                Outcome::Failed { .. } => Err(Box::new(self.report(&replay, 1, test))),
             };
         }
         let mut runs = 0;
@@ -375,7 +376,7 @@ impl Explore {
             runs += 1;
             match run_one(self, &replay, test, false) {
                 Outcome::Passed { steps: s } => steps += s,
-                Outcome::Failed { .. } => return Err(self.report(&replay, runs, test)),
+                Outcome::Failed { .. } => return Err(Box::new(self.report(&replay, runs, test))),
             }
         }
         let seeds = env::<u64>("TROUPE_SIM_SEEDS").unwrap_or(self.seeds);
@@ -432,7 +433,7 @@ impl Explore {
         let s = lock();
         if let Some(index) = s.failed {
             let replay = self.replay_of(self.first_seed.wrapping_add(index));
-            return Err(self.report(&replay, runs + index + 1, test));
+            return Err(Box::new(self.report(&replay, runs + index + 1, test)));
         }
         Ok(Summary {
             runs: runs + s.runs,

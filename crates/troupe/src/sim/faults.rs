@@ -8,7 +8,9 @@
 //! - a **stall**: an actor ready to run is held back for a while (microseconds to seconds of
 //!   simulated time), so messages from others overtake its sends, its asks' timeouts fire
 //!   first, and everything that depends on it waits, as on a descheduled thread;
-//! - a **stop**: an actor is stopped (`Addr::stop`);
+//! - a **stop**: an actor is stopped (`Addr::stop`): for good, even a supervised one (a stop
+//!   from outside is not a failure its supervisor restarts), so a test that counts on
+//!   supervision bringing every actor back turns stops off (`Faults::all().stops(false)`);
 //! - **fault points**: the code under test asks [`buggify`](super::buggify) whether to take its
 //!   rare path; each point is switched on or off for the whole run, and an enabled one fires
 //!   now and then (FoundationDB's `BUGGIFY`). In production it is always `false`.
@@ -91,7 +93,7 @@ impl Faults {
         self
     }
 
-    /// Actors are stopped.
+    /// Actors are stopped (`Addr::stop`: for good, even a supervised one).
     pub fn stops(mut self, on: bool) -> Self {
         self.stops = on;
         self
