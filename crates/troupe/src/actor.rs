@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::failure::{Failure, StopReason};
 use crate::id::ActorId;
 use crate::raw::{Cell, Envelope};
+use crate::runtime::IoTask;
 use crate::supervision::children::Children;
 use crate::supervision::{Intensity, Restart, SupervisorStrategy};
 
@@ -386,6 +387,8 @@ pub(crate) struct Rare<A: Actor> {
     /// The runtime's half of a reply the current handler deferred (`Context::reply_later`), a
     /// `reply::DeferredLink<R>` for the message's reply type.
     pub(crate) deferral: Option<Box<dyn Any + Send>>,
+    /// The streams attached to the actor (`Context::attach_stream`), ended when it stops.
+    pub(crate) streams: Vec<IoTask>,
 }
 
 /// How a supervised actor is rebuilt, and when.
@@ -416,6 +419,7 @@ impl<A: Actor> Default for Rare<A> {
             awaits: 0,
             parked: None,
             deferral: None,
+            streams: Vec::new(),
         }
     }
 }
@@ -544,5 +548,20 @@ impl<A: Actor> Context<A> {
     /// The await a handler asked for, if any.
     pub(crate) fn take_awaiting(&mut self) -> Option<Box<Awaiting<A>>> {
         self.rare.as_mut().and_then(|r| r.awaiting.take())
+    }
+
+    /// Keeps the handle of a stream attached to the actor, forgetting those that have ended.
+    pub(crate) fn keep_stream(&mut self, stream: IoTask) {
+        let streams = &mut self.rare_mut().streams;
+        streams.retain(|s| !s.is_finished());
+        streams.push(stream);
+    }
+
+    /// The attached streams' handles, to end them.
+    pub(crate) fn take_streams(&mut self) -> Vec<IoTask> {
+        self.rare
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.streams))
+            .unwrap_or_default()
     }
 }

@@ -865,8 +865,9 @@ impl<A: Actor> Context<A> {
     /// Delivers the items of `stream` to this actor as messages built by `map`, one at a time:
     /// the next item is pulled only once the actor has handled the previous one
     /// (backpressure, as actix's `StreamHandler` and kameo's `attach_stream`). The stream runs
-    /// on the system's async runtime; it ends when the stream does, when this actor stops, or
-    /// when the returned handle is cancelled. To hear of the stream's end, chain an item that
+    /// on the system's async runtime; it ends when the stream does, when this actor begins to
+    /// stop (the stream is dropped then, even one waiting for its next item), or when the
+    /// returned handle is cancelled. To hear of the stream's end, chain an item that
     /// says so (`stream.map(Some).chain(once(None))`).
     ///
     /// ```
@@ -928,6 +929,8 @@ impl<A: Actor> Context<A> {
                 }
             }
         });
+        // Kept by the actor too: the stream ends when the actor stops, not at its next item.
+        self.keep_stream(task.clone());
         StreamHandle { task }
     }
 

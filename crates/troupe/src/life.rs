@@ -191,6 +191,7 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
         if let Some(actor) = state.actor.as_mut() {
             actor.started(&mut state.ctx);
         }
+        drop_stray_deferral(state);
     }
     // An await a handler began: before the signals, one of which may already be its result
     // (the future can finish before the turn that started it has ended).
@@ -209,6 +210,7 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
             break;
         };
         on_signal(turn, signal);
+        drop_stray_deferral(turn.parts().2);
         // A continuation run by `Resume` may itself begin an await.
         let (_, _, state) = turn.parts();
         if let Some(awaiting) = state.ctx.take_awaiting() {
@@ -298,6 +300,16 @@ fn crash<A: Actor>(turn: &mut Turn<'_, '_, A>) {
         state,
         Failure::Panicked("a crash injected by the simulation".to_owned()),
     );
+}
+
+/// A reply deferred (`Context::reply_later`) by code that was not the handler of an ask (a
+/// hook, a continuation, a supervisor decision) answers nobody: it is dropped here, when that
+/// code returns, so it can never take over the reply of a later ask (its `Deferred` then
+/// reports that nobody waits).
+fn drop_stray_deferral<A: Actor>(state: &mut ActorState<A>) {
+    if let Some(stray) = state.ctx.take_deferral() {
+        drop(stray);
+    }
 }
 
 /// Runs the continuation of the await numbered `id`, if the actor still awaits it.
@@ -478,6 +490,10 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
             child.signal(Signal::Stop);
         }
     }
+    // Its streams end now: nothing pulled from them could be delivered any more.
+    for stream in state.ctx.take_streams() {
+        stream.abort();
+    }
 }
 
 /// Applies this actor's supervisor strategy to a failed (or exited) child.
@@ -614,6 +630,18 @@ fn finish<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     // Signals that came after the stop began are moot now.
     drop(std::mem::replace(&mut state.pending, SignalBatch::new()));
     drop(cell.shared.signals.take_all());
+    // A child spawned after the stop began sweeping the children (in `stopped`, say) would
+    // outlive its parent unseen by anyone, and keep a shutdown waiting for ever: every child
+    // still in the table is stopped now (its report will find this actor gone).
+    if let Some(children) = state.ctx.children() {
+        for child in children.cells() {
+            child.signal(Signal::Stop);
+        }
+    }
+    // Attached streams end with the actor, not at their next item.
+    for stream in state.ctx.take_streams() {
+        stream.abort();
+    }
     state.ctx.rare = None;
     // Its own address: the alive reference still holds the cell until the turn returns.
     state.ctx.me = None;

@@ -438,7 +438,7 @@ impl<R> Ask<R> {
 
     /// Refuses to block a thread that the system needs to make progress: a worker of a pool
     /// (the reply may have to be computed on this very thread, or by an actor queued behind
-    /// it), or the thread of the actor being asked.
+    /// it), or the actor being asked itself (on its own thread, or on a pool for blocking code).
     fn check_may_block(&self) {
         match role::current() {
             role::Role::Worker { may_block: false } => panic!(
@@ -451,6 +451,13 @@ impl<R> Ask<R> {
                 "Ask::wait: actor {me} waits for its own reply, which it can never handle while \
                  it waits"
             ),
+            role::Role::Worker { may_block: true } if role::running() == Some(self.target) => {
+                panic!(
+                    "Ask::wait: actor {} waits for its own reply, which it can never handle \
+                     while it waits",
+                    self.target
+                )
+            }
             _ => {}
         }
     }

@@ -23,6 +23,31 @@ pub(crate) enum Role {
 
 thread_local! {
     static ROLE: Cell<Role> = const { Cell::new(Role::Plain) };
+    /// The actor whose turn runs on this thread, where a handler may block (a worker of a pool
+    /// for blocking code): a wait for its own reply can be refused.
+    static RUNNING: Cell<Option<ActorId>> = const { Cell::new(None) };
+}
+
+/// The actor whose turn runs on this worker (set only where handlers may block).
+pub(crate) fn running() -> Option<ActorId> {
+    RUNNING.with(Cell::get)
+}
+
+/// Records that `actor`'s turn runs on this thread until the guard is dropped.
+pub(crate) fn run_turn_of(actor: ActorId) -> Running {
+    let before = RUNNING.with(|r| r.replace(Some(actor)));
+    Running { before }
+}
+
+/// Restores the thread's previous running actor when dropped.
+pub(crate) struct Running {
+    before: Option<ActorId>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.with(|r| r.set(self.before));
+    }
 }
 
 /// The calling thread's role.

@@ -75,6 +75,7 @@ pub(crate) trait HostedTask: Send + Sync {
 }
 
 /// The handle of a future the system runs.
+#[derive(Clone)]
 pub(crate) enum IoTask {
     Tokio(tokio::task::AbortHandle),
     Hosted(Arc<dyn HostedTask>),
@@ -259,7 +260,10 @@ impl SystemShared {
 
     /// An actor was spawned.
     pub(crate) fn actor_spawned(&self) {
-        self.live.fetch_add(1, Ordering::AcqRel);
+        // SeqCst, with `begin_shutdown`'s store and `live`'s load: a spawn that raises the
+        // count before a shutdown reads it is waited for; one that raises it after reads the
+        // shutdown's flag (`spawn::start`) and stops itself. Never both missed.
+        self.live.fetch_add(1, Ordering::SeqCst);
     }
 
     /// An actor finished (its final turn).
@@ -289,7 +293,8 @@ impl SystemShared {
 
     /// Actors spawned and not yet finished.
     pub(crate) fn live(&self) -> usize {
-        self.live.load(Ordering::Acquire)
+        // SeqCst: pairs with `actor_spawned` (see there).
+        self.live.load(Ordering::SeqCst)
     }
 
     /// Waits until no actor is live, re-sending stops every 100 ms (actors spawned while others

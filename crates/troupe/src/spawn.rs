@@ -311,7 +311,19 @@ pub(crate) fn new_cell<A: Actor>(
 }
 
 /// Runs the actor's first turn on its executor (starting its thread, for a thread-backed actor).
+///
+/// Into a system that is shutting down, the actor is stopped instead, at once and on this
+/// thread: its pools may already be stopped (a turn scheduled there would never run, and its
+/// messages would be neither delivered nor handed back), so it runs `started`, then stops; its
+/// address refuses messages from then on, handing them back. The live count was raised
+/// (`new_cell`) before shutdown's flag is read here, so a shutdown either sees this actor live
+/// and waits for it, or set the flag first and this actor stops itself.
 pub(crate) fn start<A: Actor>(system: &SystemShared, cell: &Arc<ActorCell<A>>, first: Runnable) {
+    if system.is_shutting_down() {
+        cell.signal(Signal::Stop);
+        raw::run_here(first, usize::MAX);
+        return;
+    }
     let executor = cell.executor();
     if !executor.as_any().is::<ThreadExecutor>() {
         first.schedule();

@@ -1,54 +1,36 @@
-//! What the simulator finds from a seed.
+//! Defects the simulator found from a seed, as regression scenarios.
 //!
-//! - **Open defects**: lifecycle hangs and a misdirected reply that trying troupe adversarially
-//!   found, and that are not fixed yet. Each test states the right behaviour as a scenario and
-//!   asserts that exploring seeds finds the violation (the first failing seed, with its replay
-//!   line). When a defect is fixed, its test turns into a regression test: `run` instead of
-//!   `find`, the seed that found it in the corpus.
-//! - **Past defects**: scenarios of defects fixed before the simulator existed. They pass; each
-//!   failed from a seed when its fix was undone (how many seeds it took is in the CHANGELOG).
-//!
-//! Runs stop at the first failure, so a deterministic defect is found by seed 0; the ones
-//! that need a particular interleaving print how many seeds random and PCT scheduling needed.
+//! - Lifecycle hangs and a misdirected reply that trying troupe adversarially found: each
+//!   scenario failed, found by exploring seeds (at seed 0: they need no particular
+//!   interleaving), before its fix; the seed that found it is in its corpus.
+//! - Defects fixed before the simulator existed: each scenario failed from a seed when its fix
+//!   was undone (the await: at seed 5, the sixth run, whichever the strategy, since what it
+//!   needs is a future finished inside the turn that started it, which the seed decides; the
+//!   join: at seed 0).
 #![allow(clippy::disallowed_types)] // the tests count with std atomics; the runtime's go through its loom shim
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe::sim::{Explore, Found, Simulation, Strategy};
-use troupe::{Actor, Context, Handler, Message, Placement, SpawnOptions, StreamHandle};
+use troupe::sim::{Explore, Simulation};
+use troupe::{
+    Actor, AskError, Context, Handler, Message, Placement, SendError, SpawnOptions, StreamHandle,
+};
 
-/// Explores `seeds` seeds of `scenario` with one strategy, expecting a failure whose message
-/// contains `symptom`; prints how many runs it took.
-fn finds(
-    name: &str,
-    strategy: Strategy,
-    seeds: u64,
-    symptom: &str,
-    scenario: impl Fn(&Simulation) + Send + Sync,
-) -> Box<Found> {
-    let found = Explore::new(name)
-        .strategy(strategy)
-        .seeds(seeds)
-        .threads(1)
-        .find(scenario)
-        .expect_err("the simulator finds the defect");
-    assert!(found.message.contains(symptom), "{found}");
-    assert_eq!(found.nondeterministic_at, None, "{found}");
-    eprintln!(
-        "{name}: found by {strategy} at seed {} after {} runs ({} steps): {}",
-        found.seed,
-        found.runs,
-        found.steps,
-        found.message.lines().next().unwrap_or("")
-    );
-    found
+/// Explores `scenario` over 100 seeds (random, PCT and fair in turn), the seed that found its
+/// defect first.
+fn holds(name: &str, scenario: impl Fn(&Simulation) + Send + Sync) {
+    Explore::new(name)
+        .seeds(100)
+        .corpus(&["0:random:-"])
+        .run(scenario);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Open defect 1: a child spawned in `Actor::stopped` escapes supervision, and shutdown never
-// returns.
+// A child spawned in `Actor::stopped` escaped supervision, and shutdown never returned
+// ("stuck: ... every actor to stop (1 live)"). Now every child still in the table when its
+// parent finishes is stopped.
 
 struct Kid;
 impl Actor for Kid {}
@@ -62,26 +44,25 @@ impl Actor for LastWish {
 }
 
 #[test]
-fn finds_the_shutdown_hang_of_a_child_spawned_in_stopped() {
-    for strategy in [Strategy::Random, Strategy::Pct { depth: 3 }] {
-        finds(
-            "child_spawned_in_stopped",
-            strategy,
-            100,
-            "every actor to stop (1 live)",
-            |sim| {
-                let parent = sim.system().spawn(LastWish);
-                parent.stop();
-                parent.stopped().wait().unwrap();
-                // The simulation's shutdown (after the scenario) is what hangs.
-            },
+fn a_child_spawned_in_stopped_is_stopped_with_its_parent() {
+    holds("child_spawned_in_stopped", |sim| {
+        let parent = sim.system().spawn(LastWish);
+        parent.stop();
+        parent.stopped().wait().unwrap();
+        sim.run_until_idle();
+        assert_eq!(
+            sim.system().live_actors(),
+            0,
+            "the child outlived its parent"
         );
-    }
+        // And the exploration's shutdown, after the scenario, finishes.
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
-// Open defect 2: an actor spawned after shutdown has finished never runs: its tell is `Ok`,
-// its asks never resolve.
+// An actor spawned after shutdown had finished never ran: its tell was `Ok`, its asks never
+// resolved ("stuck: ... the reply to an ask"). Now an actor spawned into a system that is
+// shutting down starts and stops at once, and its address hands messages back.
 
 #[derive(Message)]
 #[reply(u32)]
@@ -96,24 +77,23 @@ impl Handler<Hello> for Greeter {
 }
 
 #[test]
-fn finds_an_actor_spawned_after_shutdown_that_never_runs() {
-    finds(
-        "spawned_after_shutdown",
-        Strategy::Random,
-        100,
-        "stuck",
-        |sim| {
-            sim.system().shutdown();
-            let late = sim.system().spawn(Greeter);
-            // Either a typed refusal or an answer would do; a wait for ever is the defect.
-            let _ = late.ask(Hello).wait();
-        },
-    );
+fn an_actor_spawned_after_shutdown_hands_messages_back() {
+    holds("spawned_after_shutdown", |sim| {
+        let running = sim.system().spawn(Greeter);
+        sim.system().shutdown();
+        assert!(running.is_stopped());
+        let late = sim.system().spawn(Greeter);
+        assert!(late.is_stopped());
+        assert_eq!(late.ask(Hello).wait(), Err(AskError::Stopped));
+        assert!(matches!(late.tell(Hello), Err(SendError::Stopped(Hello))));
+        assert_eq!(sim.system().live_actors(), 0);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
-// Open defect 3: `attach_stream` outlives its actor: a pending stream keeps its task and
-// resources after the actor has stopped.
+// `attach_stream` outlived its actor: a pending stream kept its task and resources after the
+// actor had stopped ("a minute after its actor stopped, the stream is still there"). Now the
+// actor ends its streams when it begins to stop.
 
 /// A stream that never yields, holding a token whose drop is counted.
 struct Silent(#[allow(dead_code)] Token);
@@ -151,34 +131,29 @@ impl Handler<Hello> for Listener {
 }
 
 #[test]
-fn finds_a_stream_that_outlives_its_actor() {
-    finds(
-        "stream_outlives_actor",
-        Strategy::Random,
-        100,
-        "the stream is still there",
-        |sim| {
-            let dropped = Arc::new(AtomicUsize::new(0));
-            let listener = sim.system().spawn(Listener {
-                dropped: dropped.clone(),
-                feed: None,
-            });
-            sim.run_until_idle();
-            listener.stop();
-            listener.stopped().wait().unwrap();
-            sim.advance(Duration::from_secs(60));
-            assert_eq!(
-                dropped.load(Ordering::SeqCst),
-                1,
-                "a minute after its actor stopped, the stream is still there"
-            );
-        },
-    );
+fn a_stream_ends_with_its_actor() {
+    holds("stream_outlives_actor", |sim| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let listener = sim.system().spawn(Listener {
+            dropped: dropped.clone(),
+            feed: None,
+        });
+        sim.run_until_idle();
+        listener.stop();
+        listener.stopped().wait().unwrap();
+        sim.advance(Duration::from_secs(60));
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "a minute after its actor stopped, the stream is still there"
+        );
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
-// Open defect 4: an actor on the `blocking` pool that waits for its own ask deadlocks
-// silently (an actor on its own thread is refused with a clear panic).
+// An actor on the `blocking` pool that waited for its own ask deadlocked silently ("stuck: ...
+// the reply to an ask"), where one on its own thread is refused with a clear panic. Now both
+// are refused: the handler panics, its asker is told.
 
 #[derive(Message)]
 #[reply(u32)]
@@ -198,19 +173,27 @@ impl Handler<Hello> for Narcissus {
 }
 
 #[test]
-fn finds_a_blocking_pool_actor_waiting_for_itself() {
-    finds("waits_for_itself", Strategy::Random, 100, "stuck", |sim| {
-        let me = sim.system().spawn_with(
-            Narcissus,
-            SpawnOptions::new().placement(Placement::Named("blocking")),
-        );
-        let _ = me.ask(AskMyself).wait();
+fn an_actor_waiting_for_itself_is_refused_on_every_placement() {
+    holds("waits_for_itself", |sim| {
+        for placement in [Placement::Named("blocking"), Placement::Thread] {
+            let me = sim
+                .system()
+                .spawn_with(Narcissus, SpawnOptions::new().placement(placement));
+            assert_eq!(me.ask(AskMyself).wait(), Err(AskError::Panicked));
+            assert_eq!(
+                me.ask(Hello).wait(),
+                Err(AskError::Stopped),
+                "a failed top-level actor stops"
+            );
+        }
     });
 }
 
 // ---------------------------------------------------------------------------------------------
-// Open defect 5: `reply_later` called outside a handler (in an `await_then` continuation)
-// stays in the context and takes over the reply of the next ask of that type.
+// `reply_later` called outside a handler (in an `await_then` continuation) stayed in the
+// context and took over the reply of the next ask of that type ("the handler returned 2, and
+// was answered by another reply"). Now a deferral made outside the handler of an ask is
+// dropped when that code returns.
 
 #[derive(Message)]
 #[reply(u32)]
@@ -240,27 +223,21 @@ impl Handler<Price> for Quote {
 }
 
 #[test]
-fn finds_a_deferred_reply_that_takes_over_a_later_ask() {
-    finds(
-        "reply_later_hijack",
-        Strategy::Random,
-        100,
-        "answered by another reply",
-        |sim| {
-            let quote = sim.system().spawn(Quote { stale: None });
-            quote.tell(Refresh).unwrap();
-            sim.run_until_idle();
-            assert_eq!(
-                quote.ask(Price).wait(),
-                Ok(2),
-                "the handler returned 2, and was answered by another reply"
-            );
-        },
-    );
+fn a_deferral_made_outside_a_handler_answers_nobody() {
+    holds("reply_later_hijack", |sim| {
+        let quote = sim.system().spawn(Quote { stale: None });
+        quote.tell(Refresh).unwrap();
+        sim.run_until_idle();
+        assert_eq!(
+            quote.ask(Price).wait(),
+            Ok(2),
+            "the handler returned 2, and was answered by another reply"
+        );
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
-// Past defect: an await whose future finished within the turn that began it never resumed
+// Fixed before the simulator: an await whose future finished within the turn that began it never resumed
 // (the Resume signal was read before the await was recorded, and dropped as stale). The
 // simulator finishes a new future inside the turn that started it when the seed says so.
 
@@ -295,7 +272,7 @@ fn an_await_that_finishes_within_its_turn_resumes() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Past defect: `Addr::stopped()` asked after an idle actor had finished (nothing had watched
+// Fixed before the simulator: `Addr::stopped()` asked after an idle actor had finished (nothing had watched
 // it) never resolved.
 
 #[test]

@@ -164,7 +164,13 @@ impl<'a> WorkerLoop<'a> {
 
     #[inline]
     fn run_turn(&mut self, (runnable, handoff): Task<'a>) {
-        let ran = runnable.run(self.shared.throughput, handoff);
+        let ran = if self.shared.may_block {
+            // Handlers here may block: a wait for the running actor's own reply is refused.
+            let _running = role::run_turn_of(runnable.id());
+            runnable.run(self.shared.throughput, handoff)
+        } else {
+            runnable.run(self.shared.throughput, handoff)
+        };
         self.turns += 1;
         if self.turns.is_multiple_of(1024) {
             self.publish_counters();

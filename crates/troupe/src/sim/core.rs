@@ -324,6 +324,7 @@ impl Core {
                 let role = ready.role;
                 let ended = {
                     let _role = role::enter(role);
+                    let _running = role::run_turn_of(ready.runnable.id());
                     ready.runnable.run(budget, None)
                 };
                 let end = match ended {
