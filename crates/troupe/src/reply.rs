@@ -125,7 +125,8 @@ impl<R> Drop for ReplySender<R> {
 /// A reply a handler gives later: from a `pipe` or `await_then` continuation, another actor, a
 /// task. Made by `Context::reply_later` inside the handler of an asked message; the value the
 /// handler returns is then ignored, and the asker gets what is sent here (or
-/// [`AskError::NoReply`] if this is dropped unsent). `ask_timeout` covers the whole wait.
+/// [`AskError::NoReply`] if this is dropped unsent, [`AskError::Panicked`] if it is dropped
+/// while the code holding it panics). `ask_timeout` covers the whole wait.
 ///
 /// ```
 /// use std::time::Duration;
@@ -167,8 +168,9 @@ pub(crate) enum Link<R> {
     Pending {
         /// Sent before the join.
         early: Option<R>,
-        /// The `Deferred` was dropped unsent.
-        abandoned: bool,
+        /// Dropped unsent, and why the asker will be told it failed: `NoReply`, or `Panicked`
+        /// if it was dropped while its holder unwound.
+        abandoned: Option<AskError>,
     },
     /// Joined to the asker's reply slot.
     Linked(ReplySender<R>),
@@ -200,7 +202,7 @@ impl<R: Send + 'static> Deferred<R> {
     pub(crate) fn new() -> (Self, DeferredLink<R>) {
         let link = Arc::new(Mutex::new(Link::Pending {
             early: None,
-            abandoned: false,
+            abandoned: None,
         }));
         (
             Deferred {
@@ -253,7 +255,7 @@ impl<R: Send + 'static> Deferred<R> {
             Link::Pending { .. } => {
                 *link = Link::Pending {
                     early: Some(reply),
-                    abandoned: false,
+                    abandoned: None,
                 };
                 Ok(())
             }
@@ -313,17 +315,24 @@ impl<R> Drop for Deferred<R> {
         if self.sent {
             return;
         }
+        // Dropped while the code holding it unwinds (a continuation, a handler, a task that
+        // panicked): the asker learns it crashed, not that it forgot to answer.
+        let reason = if std::thread::panicking() {
+            AskError::Panicked
+        } else {
+            AskError::NoReply
+        };
         let mut link = lock_link(&self.link);
         match std::mem::replace(&mut *link, Link::Closed) {
             Link::Pending { early, .. } => {
                 *link = Link::Pending {
                     early,
-                    abandoned: true,
+                    abandoned: Some(reason),
                 };
             }
             Link::Linked(sender) => {
                 drop(link);
-                sender.fail(AskError::NoReply);
+                sender.fail(reason);
             }
             Link::Closed => {}
         }
@@ -356,11 +365,13 @@ impl<R> DeferredLink<R> {
                 drop(link);
                 sender.send(reply);
             }
-            None if abandoned => {
-                drop(link);
-                sender.fail(AskError::NoReply);
-            }
-            None => *link = Link::Linked(sender),
+            None => match abandoned {
+                Some(reason) => {
+                    drop(link);
+                    sender.fail(reason);
+                }
+                None => *link = Link::Linked(sender),
+            },
         }
     }
 }

@@ -230,3 +230,33 @@ fn a_deferral_made_in_a_continuation_does_not_answer_a_later_ask() {
     assert_eq!(quote.ask(Price).wait(), Ok(2));
     system.shutdown();
 }
+
+#[derive(Message)]
+#[reply(u32)]
+struct Compute(bool);
+
+/// Answers `Compute` later, from a continuation that panics when asked to.
+struct Deferrer;
+impl Actor for Deferrer {}
+impl Handler<Compute> for Deferrer {
+    fn handle(&mut self, msg: Compute, ctx: &mut Context<Self>) -> u32 {
+        let reply = ctx.reply_later::<Compute>();
+        ctx.await_then(async {}, move |_, _, ()| {
+            if msg.0 {
+                let _held = reply;
+                panic!("the continuation crashes (expected)");
+            }
+            let _ = reply.send(7);
+        });
+        0
+    }
+}
+
+#[test]
+fn a_continuation_that_panics_holding_a_deferred_reply_answers_panicked() {
+    let system = System::new();
+    let deferrer = system.spawn_supervised(|| Deferrer, SpawnOptions::new());
+    assert_eq!(deferrer.ask(Compute(false)).wait(), Ok(7));
+    assert_eq!(deferrer.ask(Compute(true)).wait(), Err(AskError::Panicked));
+    system.shutdown();
+}

@@ -284,3 +284,39 @@ fn stopped_asked_after_the_end_resolves() {
         assert_eq!(greeter.stopped().wait(), Ok(troupe::StopReason::Normal));
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// A continuation that panicked while it held a deferred reply answered `NoReply` ("crashed"
+// and "forgot to answer" looked the same). Now a `Deferred` dropped while its holder unwinds
+// answers `Panicked`.
+
+#[derive(Message)]
+#[reply(u32)]
+struct Compute(bool);
+
+struct Deferrer;
+impl Actor for Deferrer {}
+impl Handler<Compute> for Deferrer {
+    fn handle(&mut self, msg: Compute, ctx: &mut Context<Self>) -> u32 {
+        let reply = ctx.reply_later::<Compute>();
+        ctx.await_then(async {}, move |_, _, ()| {
+            if msg.0 {
+                let _held = reply;
+                panic!("the continuation crashes (expected)");
+            }
+            let _ = reply.send(7);
+        });
+        0
+    }
+}
+
+#[test]
+fn a_deferred_reply_dropped_by_a_panic_answers_panicked() {
+    holds("deferred_dropped_by_panic", |sim| {
+        let deferrer = sim
+            .system()
+            .spawn_supervised(|| Deferrer, SpawnOptions::new());
+        assert_eq!(deferrer.ask(Compute(false)).wait(), Ok(7));
+        assert_eq!(deferrer.ask(Compute(true)).wait(), Err(AskError::Panicked));
+    });
+}
