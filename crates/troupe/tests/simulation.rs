@@ -550,3 +550,51 @@ fn faults_hit_their_targets_and_supervision_recovers() {
         });
     assert!(*injected.lock().unwrap() > 0, "no fault was injected");
 }
+
+/// Tells every relay it knows, in the order of a `HashMap` (a random key per map): something
+/// the seed does not decide.
+struct Scatter {
+    relays: std::collections::HashMap<u32, Addr<Relay>>,
+}
+impl Actor for Scatter {}
+impl Handler<Pass> for Scatter {
+    fn handle(&mut self, msg: Pass, _: &mut Context<Self>) {
+        for relay in self.relays.values() {
+            relay.tell(Pass(msg.0)).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_determinism_check_names_the_step_where_two_runs_of_a_seed_part() {
+    let found = Explore::new("hash_map_order")
+        .seeds(20)
+        .strategy(Strategy::Fifo)
+        .check_determinism()
+        .find(|sim| {
+            let sink = sim.system().spawn(Relay {
+                next: None,
+                sink: None,
+                seen: 0,
+            });
+            let relays = (0..8)
+                .map(|i| {
+                    let relay = sim.system().spawn(Relay {
+                        next: None,
+                        sink: Some(sink.clone()),
+                        seen: 0,
+                    });
+                    (i, relay)
+                })
+                .collect();
+            // Every relay idle, so that the scatter's tells wake them in its map's order.
+            sim.run_until_idle();
+            let scatter = sim.system().spawn(Scatter { relays });
+            scatter.tell(Pass(1)).unwrap();
+            sim.run_until_idle();
+        })
+        .expect_err("a HashMap's order escapes the seed");
+    assert!(found.message.contains("different steps"), "{found}");
+    assert!(found.nondeterministic_at.is_some(), "{found}");
+    assert!(found.to_string().contains("NOT DETERMINISTIC"), "{found}");
+}

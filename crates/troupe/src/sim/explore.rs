@@ -196,6 +196,7 @@ pub struct Explore {
     max_steps: u64,
     max_time: Duration,
     threads: usize,
+    check_determinism: bool,
 }
 
 impl std::fmt::Debug for Explore {
@@ -233,6 +234,7 @@ impl Explore {
             max_steps: 10_000_000,
             max_time: Duration::from_secs(24 * 3600),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            check_determinism: false,
         }
     }
 
@@ -297,6 +299,14 @@ impl Explore {
         self
     }
 
+    /// Runs every seed twice and fails if the two runs took different steps (something in the
+    /// test escapes the simulation: see the module note of `troupe::sim`); the report names
+    /// the first step that differed. Doubles the cost.
+    pub fn check_determinism(mut self) -> Self {
+        self.check_determinism = true;
+        self
+    }
+
     /// Threads to run seeds on (default one per core; `TROUPE_SIM_THREADS` overrides).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = n.max(1);
@@ -352,7 +362,7 @@ impl Explore {
             let replay =
                 Replay::parse(&line, self).unwrap_or_else(|e| panic!("TROUPE_SIM_SEED: {e}"));
             return match run_one(self, &replay, test, true) {
-                Outcome::Passed { steps } => {
+                Outcome::Passed { steps, .. } => {
                     eprintln!(
                         "{}: replay {} passed ({steps} steps)",
                         self.name,
@@ -375,7 +385,7 @@ impl Explore {
                 .unwrap_or_else(|e| panic!("{}: corpus line: {e}", self.name));
             runs += 1;
             match run_one(self, &replay, test, false) {
-                Outcome::Passed { steps: s } => steps += s,
+                Outcome::Passed { steps: s, .. } => steps += s,
                 Outcome::Failed { .. } => return Err(Box::new(self.report(&replay, runs, test))),
             }
         }
@@ -418,11 +428,25 @@ impl Explore {
                         s.next - 1
                     };
                     let replay = self.replay_of(self.first_seed.wrapping_add(index));
-                    let outcome = run_one(self, &replay, test, false);
+                    let mut outcome = run_one(self, &replay, test, false);
+                    if let (true, Outcome::Passed { hash, .. }) = (self.check_determinism, &outcome)
+                    {
+                        // The same seed again must take the same steps.
+                        let first = *hash;
+                        if let Outcome::Passed { hash, .. } = run_one(self, &replay, test, false) {
+                            if hash != first {
+                                outcome = Outcome::Failed {
+                                    message: "two runs of the seed took different steps".into(),
+                                    recorded: Recorded::default(),
+                                    rates: String::new(),
+                                };
+                            }
+                        }
+                    }
                     let mut s = lock();
                     s.runs += 1;
                     match outcome {
-                        Outcome::Passed { steps } => s.steps += steps,
+                        Outcome::Passed { steps, .. } => s.steps += steps,
                         Outcome::Failed { .. } => {
                             s.failed = Some(s.failed.map_or(index, |f| f.min(index)));
                         }
@@ -458,7 +482,9 @@ impl Explore {
                 rates,
             } => (message, recorded, rates),
             Outcome::Passed { .. } => (
-                "the run failed once, then passed when run again: not deterministic".to_owned(),
+                "the run failed once, then passed when run again, or two runs of the seed took \
+                 different steps: not deterministic"
+                    .to_owned(),
                 Recorded::default(),
                 String::new(),
             ),
@@ -466,6 +492,15 @@ impl Explore {
         let second = match run_one(self, replay, test, true) {
             Outcome::Failed { recorded, .. } => recorded,
             Outcome::Passed { .. } => Recorded::default(),
+        };
+        // A seed that passes but is not deterministic: compare two recorded runs.
+        let (first, second) = if first.step_hashes.is_empty() && second.step_hashes.is_empty() {
+            (
+                recorded_run(self, replay, test),
+                recorded_run(self, replay, test),
+            )
+        } else {
+            (first, second)
         };
         let nondeterministic_at = first.first_difference(&second);
         let faults = first.events.iter().filter(|(_, e)| e.is_fault()).count() as u32;
@@ -551,6 +586,7 @@ impl Explore {
 enum Outcome {
     Passed {
         steps: u64,
+        hash: u64,
     },
     Failed {
         message: String,
@@ -567,6 +603,7 @@ fn run_one(
 ) -> Outcome {
     let _quiet = Quiet::enter();
     let mut steps = 0;
+    let mut hash = 0;
     let mut recorded = Recorded::default();
     let mut rates = String::new();
     let result = catch_unwind(AssertUnwindSafe(|| {
@@ -580,6 +617,7 @@ fn run_one(
             Err(_) => Ok(()),
         };
         steps = sim.steps();
+        hash = sim.trace_hash();
         if record {
             recorded = sim.core().take_recording();
         }
@@ -592,13 +630,30 @@ fn run_one(
         }
     }));
     match result {
-        Ok(()) => Outcome::Passed { steps },
+        Ok(()) => Outcome::Passed { steps, hash },
         Err(panic) => Outcome::Failed {
             message: panic_message(&*panic),
             recorded,
             rates,
         },
     }
+}
+
+/// A passing run of `replay`, recorded.
+fn recorded_run(
+    explore: &Explore,
+    replay: &Replay,
+    test: &(dyn Fn(&Simulation) + Send + Sync),
+) -> Recorded {
+    let _quiet = Quiet::enter();
+    let mut recorded = Recorded::default();
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let mut sim = explore.simulation(replay, true);
+        test(&sim);
+        sim.shutdown();
+        recorded = sim.core().take_recording();
+    }));
+    recorded
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
