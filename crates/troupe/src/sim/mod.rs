@@ -229,7 +229,16 @@ impl SimulationBuilder {
 
     /// Builds the simulation and its system, on the calling thread, which drives it from now
     /// until the simulation is dropped.
+    ///
+    /// Fails if this thread already drives a simulation (one at a time per thread: drop the
+    /// first before building the next).
     pub fn build(self) -> Result<Simulation, BuildError> {
+        if role::drives_simulation() {
+            return Err(BuildError::Config(
+                "this thread already drives a simulation: drop it before building another"
+                    .to_owned(),
+            ));
+        }
         // How often a new future is polled inside the turn that started it: the seed's
         // (never under FIFO, which draws nothing).
         let mut picks = rng::Rng::new(rng::mix(self.seed ^ 0xEA6E7));
