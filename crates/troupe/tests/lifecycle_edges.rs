@@ -1,7 +1,15 @@
-//! Lifecycle edges that hung, on real threads (their simulated scenarios, and the seeds that
-//! found them, are in `simulation_finds.rs`): a child spawned in `stopped`, actors spawned
-//! while or after the system shuts down, a stream that outlived its actor, an actor on the
-//! `blocking` pool waiting for itself, a deferred reply taken outside its handler.
+//! Lifecycle edges that hung, and replies that went astray: each found from a seed by the
+//! simulator (`troupe::sim`), fixed, and kept here twice, as a simulated scenario explored
+//! over seeds (its corpus holds the seed that found it) and as a plain test on threads.
+//!
+//! - Found by exploring seeds before their fixes (at seed 0: they need no particular
+//!   interleaving): a child spawned in `stopped`, actors spawned while or after the system
+//!   shuts down, a stream that outlived its actor, an actor on the `blocking` pool waiting for
+//!   itself, a deferred reply taken outside its handler, one dropped by a panic.
+//! - Fixed before the simulator existed; each scenario failed from a seed when its fix was
+//!   undone (the await: at seed 5, the sixth run, whichever the strategy, since what it needs
+//!   is a future finished inside the turn that started it, which the seed decides; the join:
+//!   at seed 0).
 #![allow(clippy::disallowed_types)] // the tests count with std atomics; the runtime's go through its loom shim
 
 mod common;
@@ -11,24 +19,30 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{wait_for, LONG};
+use troupe::sim::{Explore, Simulation};
 use troupe::{
     Actor, AskError, Context, Handler, Message, Placement, SendError, SpawnOptions, StreamHandle,
     System,
 };
 
-/// Runs `f` on a thread of its own; fails the test if it has not returned within `limit` (a
-/// hang is a failure with a name, not a stuck test run).
-fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(limit).expect("it hung")
+/// Explores `scenario` over 100 seeds (random, PCT and fair in turn), the seed that found its
+/// defect first.
+fn holds(name: &str, scenario: impl Fn(&Simulation) + Send + Sync) {
+    Explore::new(name)
+        .seeds(100)
+        .corpus(&["0:random:-"])
+        .run(scenario);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A child spawned in `Actor::stopped` escaped supervision, and shutdown never returned
+// ("stuck: ... every actor to stop (1 live)"). Now every child still in the table when its
+// parent finishes is stopped.
 
 struct Kid;
 impl Actor for Kid {}
 
+/// Spawns a child as it stops.
 struct LastWish;
 impl Actor for LastWish {
     fn stopped(&mut self, ctx: &mut Context<Self>) {
@@ -37,17 +51,25 @@ impl Actor for LastWish {
 }
 
 #[test]
-fn shutdown_returns_after_a_child_was_spawned_in_stopped() {
-    within(LONG, || {
-        let system = System::new();
-        let parent = system.spawn(LastWish);
+fn a_child_spawned_in_stopped_is_stopped_with_its_parent() {
+    holds("child_spawned_in_stopped", |sim| {
+        let parent = sim.system().spawn(LastWish);
         parent.stop();
         parent.stopped().wait().unwrap();
-        system
-            .shutdown_timeout(Duration::from_secs(10))
-            .expect("no actor is left behind");
+        sim.run_until_idle();
+        assert_eq!(
+            sim.system().live_actors(),
+            0,
+            "the child outlived its parent"
+        );
+        // And the exploration's shutdown, after the scenario, finishes.
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// An actor spawned after shutdown had finished never ran: its tell was `Ok`, its asks never
+// resolved ("stuck: ... the reply to an ask"). Now an actor spawned into a system that is
+// shutting down starts and stops at once, and its address hands messages back.
 
 #[derive(Message)]
 #[reply(u32)]
@@ -62,38 +84,23 @@ impl Handler<Hello> for Greeter {
 }
 
 #[test]
-fn actors_spawned_while_or_after_shutdown_runs_answer_or_hand_back() {
-    for round in 0..20 {
-        within(LONG, move || {
-            let system = System::new();
-            let spawner = system.clone();
-            // A thread spawning while another shuts down.
-            let spawning = std::thread::spawn(move || {
-                let mut spawned = Vec::new();
-                for _ in 0..200 {
-                    spawned.push(spawner.spawn(Greeter));
-                    std::thread::yield_now();
-                }
-                spawned
-            });
-            if round % 2 == 0 {
-                std::thread::yield_now();
-            }
-            system.shutdown();
-            for greeter in spawning.join().unwrap() {
-                match greeter.ask(Hello).wait() {
-                    Ok(1) | Err(AskError::Stopped) => {}
-                    other => panic!("round {round}: {other:?}"),
-                }
-            }
-            // After shutdown: stopped at once, its messages handed back.
-            let late = system.spawn(Greeter);
-            assert!(late.is_stopped());
-            assert!(matches!(late.tell(Hello), Err(SendError::Stopped(Hello))));
-            assert_eq!(system.live_actors(), 0, "round {round}");
-        });
-    }
+fn an_actor_spawned_after_shutdown_hands_messages_back() {
+    holds("spawned_after_shutdown", |sim| {
+        let running = sim.system().spawn(Greeter);
+        sim.system().shutdown();
+        assert!(running.is_stopped());
+        let late = sim.system().spawn(Greeter);
+        assert!(late.is_stopped());
+        assert_eq!(late.ask(Hello).wait(), Err(AskError::Stopped));
+        assert!(matches!(late.tell(Hello), Err(SendError::Stopped(Hello))));
+        assert_eq!(sim.system().live_actors(), 0);
+    });
 }
+
+// ---------------------------------------------------------------------------------------------
+// `attach_stream` outlived its actor: a pending stream kept its task and resources after the
+// actor had stopped ("a minute after its actor stopped, the stream is still there"). Now the
+// actor ends its streams when it begins to stop.
 
 /// A stream that never yields, holding a token whose drop is counted.
 struct Silent(#[allow(dead_code)] Token);
@@ -131,31 +138,29 @@ impl Handler<Hello> for Listener {
 }
 
 #[test]
-fn a_pending_stream_is_dropped_when_its_actor_stops() {
-    let dropped = Arc::new(AtomicUsize::new(0));
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    // On the caller's runtime too, where it used to outlive the whole system.
-    for system in [
-        System::new(),
-        System::builder()
-            .tokio_handle(runtime.handle().clone())
-            .build()
-            .unwrap(),
-    ] {
-        let before = dropped.load(Ordering::SeqCst);
-        let listener = system.spawn(Listener {
+fn a_stream_ends_with_its_actor() {
+    holds("stream_outlives_actor", |sim| {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let listener = sim.system().spawn(Listener {
             dropped: dropped.clone(),
             feed: None,
         });
-        assert_eq!(listener.ask(Hello).wait(), Ok(0));
+        sim.run_until_idle();
         listener.stop();
         listener.stopped().wait().unwrap();
-        wait_for("the stream to be dropped", LONG, || {
-            dropped.load(Ordering::SeqCst) == before + 1
-        });
-        system.shutdown();
-    }
+        sim.advance(Duration::from_secs(60));
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "a minute after its actor stopped, the stream is still there"
+        );
+    });
 }
+
+// ---------------------------------------------------------------------------------------------
+// An actor on the `blocking` pool that waited for its own ask deadlocked silently ("stuck: ...
+// the reply to an ask"), where one on its own thread is refused with a clear panic. Now both
+// are refused: the handler panics, its asker is told.
 
 #[derive(Message)]
 #[reply(u32)]
@@ -175,16 +180,27 @@ impl Handler<Hello> for Narcissus {
 }
 
 #[test]
-fn waiting_for_ones_own_reply_is_refused_on_the_blocking_pool_as_on_a_thread() {
-    within(LONG, || {
-        let system = System::new();
+fn an_actor_waiting_for_itself_is_refused_on_every_placement() {
+    holds("waits_for_itself", |sim| {
         for placement in [Placement::Named("blocking"), Placement::Thread] {
-            let me = system.spawn_with(Narcissus, SpawnOptions::new().placement(placement));
+            let me = sim
+                .system()
+                .spawn_with(Narcissus, SpawnOptions::new().placement(placement));
             assert_eq!(me.ask(AskMyself).wait(), Err(AskError::Panicked));
+            assert_eq!(
+                me.ask(Hello).wait(),
+                Err(AskError::Stopped),
+                "a failed top-level actor stops"
+            );
         }
-        system.shutdown();
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// `reply_later` called outside a handler (in an `await_then` continuation) stayed in the
+// context and took over the reply of the next ask of that type ("the handler returned 2, and
+// was answered by another reply"). Now a deferral made outside the handler of an ask is
+// dropped when that code returns.
 
 #[derive(Message)]
 #[reply(u32)]
@@ -221,21 +237,77 @@ impl Handler<Price> for Quote {
 }
 
 #[test]
-fn a_deferral_made_in_a_continuation_does_not_answer_a_later_ask() {
-    let system = System::new();
-    let quote = system.spawn(Quote { stale: None });
-    quote.tell(Refresh).unwrap();
-    // `Refreshed` waits behind the await (the mailbox is held until it has resumed).
-    assert_eq!(quote.ask(Refreshed).wait(), Ok(true));
-    assert_eq!(quote.ask(Price).wait(), Ok(2));
-    system.shutdown();
+fn a_deferral_made_outside_a_handler_answers_nobody() {
+    holds("reply_later_hijack", |sim| {
+        let quote = sim.system().spawn(Quote { stale: None });
+        quote.tell(Refresh).unwrap();
+        sim.run_until_idle();
+        assert_eq!(
+            quote.ask(Price).wait(),
+            Ok(2),
+            "the handler returned 2, and was answered by another reply"
+        );
+    });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Fixed before the simulator: an await whose future finished within the turn that began it never resumed
+// (the Resume signal was read before the await was recorded, and dropped as stale). The
+// simulator finishes a new future inside the turn that started it when the seed says so.
+
+#[derive(Message)]
+struct AwaitReady;
+#[derive(Message)]
+#[reply(bool)]
+struct Resumed;
+
+struct Awaiter {
+    resumed: bool,
+}
+impl Actor for Awaiter {}
+impl Handler<AwaitReady> for Awaiter {
+    fn handle(&mut self, _: AwaitReady, ctx: &mut Context<Self>) {
+        ctx.await_then(async {}, |me, _, ()| me.resumed = true);
+    }
+}
+impl Handler<Resumed> for Awaiter {
+    fn handle(&mut self, _: Resumed, _: &mut Context<Self>) -> bool {
+        self.resumed
+    }
+}
+
+#[test]
+fn an_await_that_finishes_within_its_turn_resumes() {
+    Explore::new("await_within_turn").seeds(60).run(|sim| {
+        let awaiter = sim.system().spawn(Awaiter { resumed: false });
+        awaiter.tell(AwaitReady).unwrap();
+        assert_eq!(awaiter.ask(Resumed).wait(), Ok(true));
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixed before the simulator: `Addr::stopped()` asked after an idle actor had finished (nothing had watched
+// it) never resolved.
+
+#[test]
+fn stopped_asked_after_the_end_resolves() {
+    Explore::new("stopped_after_end").seeds(60).run(|sim| {
+        let greeter = sim.system().spawn(Greeter);
+        greeter.stop();
+        sim.run_until_idle();
+        assert_eq!(greeter.stopped().wait(), Ok(troupe::StopReason::Normal));
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// A continuation that panicked while it held a deferred reply answered `NoReply` ("crashed"
+// and "forgot to answer" looked the same). Now a `Deferred` dropped while its holder unwinds
+// answers `Panicked`.
 
 #[derive(Message)]
 #[reply(u32)]
 struct Compute(bool);
 
-/// Answers `Compute` later, from a continuation that panics when asked to.
 struct Deferrer;
 impl Actor for Deferrer {}
 impl Handler<Compute> for Deferrer {
@@ -250,6 +322,127 @@ impl Handler<Compute> for Deferrer {
         });
         0
     }
+}
+
+#[test]
+fn a_deferred_reply_dropped_by_a_panic_answers_panicked() {
+    holds("deferred_dropped_by_panic", |sim| {
+        let deferrer = sim
+            .system()
+            .spawn_supervised(|| Deferrer, SpawnOptions::new());
+        assert_eq!(deferrer.ask(Compute(false)).wait(), Ok(7));
+        assert_eq!(deferrer.ask(Compute(true)).wait(), Err(AskError::Panicked));
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same edges on threads.
+
+/// Runs `f` on a thread of its own; fails the test if it has not returned within `limit` (a
+/// hang is a failure with a name, not a stuck test run).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit).expect("it hung")
+}
+
+#[test]
+fn shutdown_returns_after_a_child_was_spawned_in_stopped() {
+    within(LONG, || {
+        let system = System::new();
+        let parent = system.spawn(LastWish);
+        parent.stop();
+        parent.stopped().wait().unwrap();
+        system
+            .shutdown_timeout(Duration::from_secs(10))
+            .expect("no actor is left behind");
+    });
+}
+
+#[test]
+fn actors_spawned_while_or_after_shutdown_runs_answer_or_hand_back() {
+    for round in 0..20 {
+        within(LONG, move || {
+            let system = System::new();
+            let spawner = system.clone();
+            // A thread spawning while another shuts down.
+            let spawning = std::thread::spawn(move || {
+                let mut spawned = Vec::new();
+                for _ in 0..200 {
+                    spawned.push(spawner.spawn(Greeter));
+                    std::thread::yield_now();
+                }
+                spawned
+            });
+            if round % 2 == 0 {
+                std::thread::yield_now();
+            }
+            system.shutdown();
+            for greeter in spawning.join().unwrap() {
+                match greeter.ask(Hello).wait() {
+                    Ok(1) | Err(AskError::Stopped) => {}
+                    other => panic!("round {round}: {other:?}"),
+                }
+            }
+            // After shutdown: stopped at once, its messages handed back.
+            let late = system.spawn(Greeter);
+            assert!(late.is_stopped());
+            assert!(matches!(late.tell(Hello), Err(SendError::Stopped(Hello))));
+            assert_eq!(system.live_actors(), 0, "round {round}");
+        });
+    }
+}
+
+#[test]
+fn a_pending_stream_is_dropped_when_its_actor_stops() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // On the caller's runtime too, where it used to outlive the whole system.
+    for system in [
+        System::new(),
+        System::builder()
+            .tokio_handle(runtime.handle().clone())
+            .build()
+            .unwrap(),
+    ] {
+        let before = dropped.load(Ordering::SeqCst);
+        let listener = system.spawn(Listener {
+            dropped: dropped.clone(),
+            feed: None,
+        });
+        assert_eq!(listener.ask(Hello).wait(), Ok(0));
+        listener.stop();
+        listener.stopped().wait().unwrap();
+        wait_for("the stream to be dropped", LONG, || {
+            dropped.load(Ordering::SeqCst) == before + 1
+        });
+        system.shutdown();
+    }
+}
+
+#[test]
+fn waiting_for_ones_own_reply_is_refused_on_the_blocking_pool_as_on_a_thread() {
+    within(LONG, || {
+        let system = System::new();
+        for placement in [Placement::Named("blocking"), Placement::Thread] {
+            let me = system.spawn_with(Narcissus, SpawnOptions::new().placement(placement));
+            assert_eq!(me.ask(AskMyself).wait(), Err(AskError::Panicked));
+        }
+        system.shutdown();
+    });
+}
+
+#[test]
+fn a_deferral_made_in_a_continuation_does_not_answer_a_later_ask() {
+    let system = System::new();
+    let quote = system.spawn(Quote { stale: None });
+    quote.tell(Refresh).unwrap();
+    // `Refreshed` waits behind the await (the mailbox is held until it has resumed).
+    assert_eq!(quote.ask(Refreshed).wait(), Ok(true));
+    assert_eq!(quote.ask(Price).wait(), Ok(2));
+    system.shutdown();
 }
 
 #[test]
