@@ -388,7 +388,25 @@ fn report_failure<A: Actor>(turn: &mut Turn<'_, '_, A>, failure: Box<Failure>) {
                     None => me.signal(restart),
                 }
             }
-            Err(failure) => begin_stop(turn, StopReason::Failed(failure)),
+            Err(failure) => {
+                if matches!(failure, Failure::Escalated { .. }) {
+                    // Past its restart intensity there is no supervisor above to decide: it
+                    // stops for good, and its callers will only see `Stopped`. Said loudly.
+                    let name = cell
+                        .shared
+                        .extras
+                        .get()
+                        .and_then(|extras| extras.lock().names.first().cloned());
+                    tracing::error!(
+                        actor = %cell.id(),
+                        actor_type = std::any::type_name::<A>(),
+                        name = name.as_deref().unwrap_or(""),
+                        %failure,
+                        "a top-level supervised actor failed more often than its restart intensity allows: it stops for good"
+                    );
+                }
+                begin_stop(turn, StopReason::Failed(failure))
+            }
         },
     }
 }
