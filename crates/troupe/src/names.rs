@@ -114,6 +114,17 @@ impl Names {
             .ok_or_else(|| RegistryError::NotFound(name.to_owned()))
     }
 
+    /// Every registered name, with its actor's id and type, sorted by name.
+    pub(crate) fn list(&self) -> Vec<(String, ActorId, &'static str)> {
+        let mut names: Vec<_> = self
+            .lock()
+            .iter()
+            .map(|(name, entry)| (name.clone(), entry.id, entry.type_name))
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Removes `name` if it still belongs to `id`.
     pub(crate) fn release(&self, name: &str, id: ActorId) {
         let mut map = self.lock();

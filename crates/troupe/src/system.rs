@@ -679,6 +679,25 @@ impl System {
         self.find(name).ok()
     }
 
+    /// Every registered name, with its actor's id and type, sorted by name: for a drain, a
+    /// health page, a console.
+    ///
+    /// ```
+    /// use troupe::{Actor, SpawnOptions, System};
+    /// struct Session;
+    /// impl Actor for Session {}
+    /// let system = System::new();
+    /// for user in ["bo", "ada"] {
+    ///     system.spawn_named(&format!("session-{user}"), SpawnOptions::new(), || Session).unwrap();
+    /// }
+    /// let names: Vec<String> = system.registered().into_iter().map(|(name, ..)| name).collect();
+    /// assert_eq!(names, ["session-ada", "session-bo"]);
+    /// system.shutdown();
+    /// ```
+    pub fn registered(&self) -> Vec<(String, crate::ActorId, &'static str)> {
+        self.shared().names().list()
+    }
+
     /// Releases `name`; true if it was registered.
     ///
     /// ```
