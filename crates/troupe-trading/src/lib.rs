@@ -56,6 +56,8 @@ mod receiver;
 mod scenario;
 mod session;
 mod shard;
+mod sim_disk;
+pub mod simulation;
 
 pub use book::{Fill, OrderBook, Resting, Trade};
 pub use client::{BlockingClient, Confirmation, OrderError};
@@ -74,3 +76,4 @@ pub use receiver::{Receiver, Submit};
 pub use scenario::SeedScenario;
 pub use session::{AckSink, ConnectError};
 pub use shard::Shard;
+pub use sim_disk::{Crash, DiskCounters, Held, SimDisk};
