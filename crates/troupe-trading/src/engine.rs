@@ -61,12 +61,16 @@
 //! - a request-reply primary watches its standby: when the standby ends, the primary refuses
 //!   every pending order the standby's last watermark does not cover (new orders are refused
 //!   already, as `Replicate` cannot reach a stopped standby);
-//! - in one-way style the standby answers the client itself, so each `Replicate` carries an
-//!   `Unanswered` guard: an order the standby never handled (still in its mailbox when it
-//!   stopped) is refused on the standby's behalf as the message is dropped;
+//! - in one-way style the standby answers the client itself, so the order goes to it in a
+//!   `ReplicateGuarded`, which carries an `Unanswered` guard: an order the standby never
+//!   handled (still in its mailbox when it stopped) is refused on the standby's behalf as the
+//!   message is dropped (request-reply's `Replicate` needs none: the primary answers);
 //! - each `Place` carries such a guard too: an order still in a primary's mailbox when the
 //!   primary stopped is refused on the primary's behalf (found by the simulation tests: a
 //!   primary that crashed with orders queued left them unanswered).
+//!
+//! A guard makes its message larger than the runtime's 24-byte inline envelope, so `Place`
+//! and `ReplicateGuarded` cost an allocation each; `Replicate` stays inline.
 //!
 //! A log whose write failed stays failed (see `log.rs`): what was applied after the last good
 //! write is not in the log, so the stopping engine neither acknowledges it nor, as a standby,
@@ -160,13 +164,22 @@ impl Place {
     }
 }
 
-/// An order the primary accepted, for its standby. In one-way style the standby answers the
-/// client itself, and `unanswered` answers for it if the message is dropped unhandled.
-struct Replicate {
-    order: Order,
-    unanswered: Option<Unanswered>,
-}
+/// An order the primary accepted, for its standby, in request-reply style (the primary answers
+/// the client, and watches its standby). Fits the 24-byte inline envelope.
+struct Replicate(Order);
 impl Message for Replicate {
+    type Reply = ();
+}
+
+const _: () = assert!(std::mem::size_of::<Replicate>() <= 24);
+
+/// An order the primary accepted, for its standby, in one-way style: the standby answers the
+/// client itself, and `unanswered` answers for it if the message is dropped unhandled.
+struct ReplicateGuarded {
+    order: Order,
+    unanswered: Unanswered,
+}
+impl Message for ReplicateGuarded {
     type Reply = ();
 }
 
@@ -587,13 +600,17 @@ impl Handler<Place> for Engine {
             }
         }
         if let Some(standby) = &self.standby {
-            let unanswered = (self.style == Style::OneWay)
-                .then(|| Unanswered::new(self.sessions.clone(), &order, Role::Standby));
-            if let Err(refused) = standby.tell(Replicate { order, unanswered }) {
-                // Answered here, not by the guard.
-                if let Some(guard) = refused.into_inner().unanswered {
-                    guard.disarm();
+            let sent = match self.style {
+                Style::RequestReply => standby.tell(Replicate(order)).is_ok(),
+                Style::OneWay => {
+                    let unanswered = Unanswered::new(self.sessions.clone(), &order, Role::Standby);
+                    let sent = standby.tell(ReplicateGuarded { order, unanswered });
+                    // If refused, answered here, not by the guard.
+                    sent.map_err(|refused| refused.into_inner().unanswered.disarm())
+                        .is_ok()
                 }
+            };
+            if !sent {
                 // Without its standby the pair cannot promise two copies.
                 self.ack(
                     order.client(),
@@ -608,12 +625,15 @@ impl Handler<Place> for Engine {
 }
 
 impl Handler<Replicate> for Engine {
-    fn handle(&mut self, msg: Replicate, ctx: &mut Context<Self>) {
-        let Replicate { order, unanswered } = msg;
-        if let Some(guard) = unanswered {
-            guard.disarm();
-        }
+    fn handle(&mut self, Replicate(order): Replicate, ctx: &mut Context<Self>) {
         self.apply(&order, ctx);
+    }
+}
+
+impl Handler<ReplicateGuarded> for Engine {
+    fn handle(&mut self, msg: ReplicateGuarded, ctx: &mut Context<Self>) {
+        msg.unanswered.disarm();
+        self.apply(&msg.order, ctx);
     }
 }
 

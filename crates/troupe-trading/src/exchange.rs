@@ -24,6 +24,10 @@
 //!    damaged file kept as `<log>.damaged`). Both engines replay the same history and start
 //!    with equal states.
 //!
+//! With [`ExchangeConfig::disk`] the logs live on a simulated disk ([`SimDisk`], for
+//! deterministic simulation: see the `simulation` module) instead of in `log_dir`; recovery
+//! and everything after it are the same code.
+//!
 //! With [`ExchangeConfig::read_only`] none of step 3 is written: the logs are only scanned,
 //! the engines replay the history in memory and run without a log; the report says what a
 //! start for writing would do. `troupe-trading inspect` starts the exchange so.

@@ -24,8 +24,11 @@
 //!   commit without a flusher, a clean stop) completes at once, on the caller's turn.
 //! - A flush **fails** at the fault point `sim disk: flush fails`. As on Linux, the bytes it
 //!   did not flush are then lost to the medium even if a later flush succeeds (the kernel may
-//!   have marked the dirty pages clean): no later flush covers them, and a machine crash drops
-//!   them. So a log that retried a failed flush would acknowledge orders a crash then loses.
+//!   have marked the dirty pages clean): no later flush of the process covers them, and a
+//!   machine crash drops them. So a log that retried a failed flush would acknowledge orders a
+//!   power cut then loses. (Once the process has ended, the next one's flushes cover what it
+//!   reads back: a simplification; on Linux such pages may read back as they were written
+//!   and never reach the disk.)
 //! - A **crash** ([`SimDisk::crash`]) ends the process that has the files open: every handle
 //!   opened before it is dead (its writes and flushes fail; a flush in flight never completes).
 //!   [`Crash::Process`] keeps the page cache (what was written survives, as after `kill -9`);
@@ -35,10 +38,10 @@
 //! Randomness comes from the simulation (`troupe::sim::random`); outside a simulation a
 //! machine crash keeps exactly the flushed prefix and no fault point fires.
 //!
-//! # What it checks for the tests
-//! [`SimDisk::holds`] says whether a file holds an order's record in its flushed prefix (or in
-//! its page cache): the simulation's clients check it at each acknowledgement, which is the
-//! durability rule seen from the disk.
+//! # What the tests read
+//! [`SimDisk::bytes_at`] gives a file's page cache or its flushed prefix: the simulation
+//! (`simulation.rs`) reads it as each acknowledgement is sent, to check that the order's record
+//! is where the durability rule says it must be by then.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -80,7 +83,7 @@ pub struct DiskCounters {
     pub bytes_lost: u64,
 }
 
-/// Where the level of [`SimDisk::holds`] looks.
+/// Which bytes of a file [`SimDisk::bytes_at`] gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Held {
     /// In the page cache: survives a crash of the process.
@@ -98,7 +101,11 @@ pub enum Held {
 ///
 /// let sim = Simulation::new(1);
 /// let disk = SimDisk::new(sim.system());
-/// let config = ExchangeConfig { log: LogMode::Fsync, disk: Some(disk.clone()), ..ExchangeConfig::seed() };
+/// let config = ExchangeConfig {
+///     log: LogMode::Fsync,
+///     disk: Some(disk.clone()),
+///     ..ExchangeConfig::seed()
+/// };
 /// let exchange = Exchange::start(sim.system(), config.clone()).unwrap();
 /// exchange.shutdown();
 /// disk.crash(Crash::Machine);
