@@ -33,6 +33,10 @@
 //! system.shutdown();
 //! ```
 //!
+//! [`simulation`] runs the exchange in deterministic simulation (`troupe::sim`), its logs on a
+//! [`SimDisk`], under crashes, stalls, disk faults and process kills, and checks what it
+//! promises.
+//!
 //! The crate's README describes the order flow, the commands of the `troupe-trading` binary
 //! and the figures measured with it.
 
