@@ -287,6 +287,11 @@ impl SimFile {
         Ok(f(file, &mut disk.counters))
     }
 
+    /// True while the process that opened this handle lives (no crash since).
+    fn alive(&self) -> bool {
+        self.with(|_, _| ()).is_ok()
+    }
+
     /// Every byte of the file, as a read sees them.
     pub(crate) fn read_all(&self) -> io::Result<Vec<u8>> {
         self.with(|file, _| file.bytes.clone())
@@ -403,7 +408,8 @@ impl Handler<Complete> for Device {
         let Some((target, ticket)) = s.in_flight.take() else {
             return;
         };
-        if s.stopped || s.failed.is_some() {
+        // A stopped flusher reports nothing more; a dead process hears of nothing.
+        if s.stopped || s.failed.is_some() || !s.file.alive() {
             return;
         }
         match s.file.complete_flush(ticket) {
@@ -412,10 +418,6 @@ impl Handler<Complete> for Device {
                 if s.written > s.durable {
                     s.begin(&state);
                 }
-            }
-            Err(e) if s.file.with(|_, _| ()).is_err() => {
-                // The process is gone: nobody hears of this flush.
-                drop(e);
             }
             Err(e) => s.failed(e),
         }

@@ -443,7 +443,6 @@ impl<'a> World<'a> {
         if let Some(disk) = &self.disk {
             disk.crash(crash);
         }
-        let _ = process.incarnation;
         process.exchange.shutdown();
     }
 
@@ -464,14 +463,13 @@ impl<'a> World<'a> {
             return;
         }
         let ledger = self.ledger.clone();
-        let running = self.process.as_ref().map(|p| p.exchange.is_running());
         let process = self.process.as_ref();
         self.sim.run_until(
             || {
                 let l = lock(&ledger);
                 !l.violations.is_empty()
                     || l.done.iter().all(|&d| d)
-                    || (running == Some(true) && process.is_some_and(|p| !p.exchange.is_running()))
+                    || process.is_some_and(|p| !p.exchange.is_running())
             },
             until - now,
         );
@@ -973,7 +971,7 @@ impl Handler<Retry> for SimClient {
 }
 
 impl Handler<HangCheck> for SimClient {
-    fn handle(&mut self, HangCheck(number): HangCheck, ctx: &mut Context<Self>) {
+    fn handle(&mut self, HangCheck(number): HangCheck, _ctx: &mut Context<Self>) {
         let Some(attempt) = &self.attempt else {
             return;
         };
@@ -992,7 +990,6 @@ impl Handler<HangCheck> for SimClient {
             attempt.primary,
             attempt.standby,
         ));
-        let _ = ctx;
     }
 }
 
