@@ -162,8 +162,8 @@ pub struct SeedOutcome {
 
 /// Runs one seed of the trading model: the [`Scenario::of_seed`] of `seed`, all [`faults`],
 /// random scheduling for seeds 0-5, 12-17, 24-29... and PCT (depth 3) for 6-11, 18-23...
-/// (so each configuration meets both). Panics, naming the seed, if a check fails. For the benchmark program (`troupe-bench sim`), which counts seeds
-/// per minute.
+/// (so each configuration meets both). Panics, naming the seed, if a check fails. For the
+/// benchmark program (`troupe-bench sim`), which counts seeds per minute.
 ///
 /// ```
 /// let outcome = troupe_trading::simulation::run_seed(3);
