@@ -2,8 +2,14 @@
 //!
 //! # An order through a pair
 //! 1. A receiver tells the primary `Place(order)`.
-//! 2. The primary checks the order against its shard (known book, new key). A duplicate is
-//!    acknowledged as rejected at once and goes no further.
+//! 2. The primary checks the order against its shard (known book, new key). An order whose
+//!    key the books hold goes no further: it is a resend of an order the exchange has (a
+//!    client resends after `EngineUnavailable` or a time-out, keeping the client order id),
+//!    and is answered `DuplicateClientOrderId` once everything applied so far is committed as
+//!    step 4 says (by then the earlier order is, too). So a duplicate answer promises what an
+//!    acceptance does, and a client may count it as one. If that can no longer be promised (a
+//!    request-reply primary whose standby ended), the resend is refused with
+//!    `EngineUnavailable`.
 //! 3. The primary tells its standby `Replicate(order)` first, so the standby matches and logs
 //!    in parallel, then applies the order to its own shard (match, append to the log).
 //! 4. Each engine makes its log durable in batches (group commit, below) and then
@@ -55,9 +61,22 @@
 //! - a request-reply primary watches its standby: when the standby ends, the primary refuses
 //!   every pending order the standby's last watermark does not cover (new orders are refused
 //!   already, as `Replicate` cannot reach a stopped standby);
-//! - in one-way style the standby answers the client itself, so each `Replicate` carries an
-//!   `Unanswered` guard: an order the standby never handled (still in its mailbox when it
-//!   stopped) is refused on the standby's behalf as the message is dropped.
+//! - in one-way style the standby answers the client itself, so the order goes to it in a
+//!   `ReplicateGuarded`, which carries an `Unanswered` guard: an order the standby never
+//!   handled (still in its mailbox when it stopped) is refused on the standby's behalf as the
+//!   message is dropped (request-reply's `Replicate` needs none: the primary answers);
+//! - each `Place` carries such a guard too: an order still in a primary's mailbox when the
+//!   primary stopped is refused on the primary's behalf (found by the simulation tests: a
+//!   primary that crashed with orders queued left them unanswered).
+//!
+//! A guard makes its message larger than the runtime's 24-byte inline envelope, so `Place`
+//! and `ReplicateGuarded` cost an allocation each; `Replicate` stays inline.
+//!
+//! A log whose write failed stays failed (see `log.rs`): what was applied after the last good
+//! write is not in the log, so the stopping engine neither acknowledges it nor, as a standby,
+//! reports it in a final watermark (found by the simulation tests: a standby whose write
+//! failed reported the lost records as replicated, and the primary acknowledged orders only
+//! its own log held).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -68,6 +87,16 @@ use crate::log::{LogError, LogMode};
 use crate::order::{Ack, ClientId, Order, OrderKey, Outcome, RejectReason, Role};
 use crate::session::Sessions;
 use crate::shard::Shard;
+
+/// Prints an engine's rare events (a log failure, a standby lost) on stderr; in a simulation
+/// (`troupe::sim`), whose thousands of runs inject such faults on purpose, prints nothing.
+macro_rules! report {
+    ($($arg:tt)*) => {
+        if !troupe::sim::is_simulated() {
+            eprintln!($($arg)*);
+        }
+    };
+}
 
 /// How acknowledgements travel (the seed's two messaging styles).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,42 +138,74 @@ impl std::str::FromStr for Style {
     }
 }
 
-/// A validated order, routed to the primary that owns its book.
-pub(crate) struct Place(pub(crate) Order);
+/// A validated order, routed to the primary that owns its book. Its guard refuses the order
+/// on the primary's behalf if the message is dropped unhandled (the primary stopped with it in
+/// its mailbox).
+pub(crate) struct Place {
+    order: Order,
+    unanswered: Unanswered,
+}
 impl Message for Place {
     type Reply = ();
 }
 
-/// An order the primary accepted, for its standby. In one-way style the standby answers the
-/// client itself, and `unanswered` answers for it if the message is dropped unhandled.
-struct Replicate {
-    order: Order,
-    unanswered: Option<Unanswered>,
+impl Place {
+    pub(crate) fn new(order: Order, sessions: Arc<Sessions>) -> Self {
+        Place {
+            unanswered: Unanswered::new(sessions, &order, Role::Primary),
+            order,
+        }
+    }
+
+    /// The order, with the guard disarmed: whoever takes it answers it.
+    pub(crate) fn take(self) -> Order {
+        self.unanswered.disarm();
+        self.order
+    }
 }
+
+/// An order the primary accepted, for its standby, in request-reply style (the primary answers
+/// the client, and watches its standby). Fits the 24-byte inline envelope.
+struct Replicate(Order);
 impl Message for Replicate {
     type Reply = ();
 }
 
-/// Refuses an order with `EngineUnavailable`, on the standby's behalf, when dropped armed: the
-/// message carrying it was never handled (the standby stopped with it in its mailbox).
+const _: () = assert!(std::mem::size_of::<Replicate>() <= 24);
+
+/// An order the primary accepted, for its standby, in one-way style: the standby answers the
+/// client itself, and `unanswered` answers for it if the message is dropped unhandled.
+struct ReplicateGuarded {
+    order: Order,
+    unanswered: Unanswered,
+}
+impl Message for ReplicateGuarded {
+    type Reply = ();
+}
+
+/// Refuses an order with `EngineUnavailable`, on behalf of the engine it was sent to, when
+/// dropped armed: the message carrying it was never handled (the engine stopped with it in its
+/// mailbox).
 struct Unanswered {
     sessions: Arc<Sessions>,
     client: ClientId,
     client_order_id: u64,
+    from: Role,
     armed: bool,
 }
 
 impl Unanswered {
-    fn new(sessions: Arc<Sessions>, order: &Order) -> Self {
+    fn new(sessions: Arc<Sessions>, order: &Order, from: Role) -> Self {
         Unanswered {
             sessions,
             client: order.client(),
             client_order_id: order.client_order_id(),
+            from,
             armed: true,
         }
     }
 
-    /// The order reached the standby, which answers it.
+    /// The order reached its engine (or its sender), which answers it.
     fn disarm(mut self) {
         self.armed = false;
     }
@@ -159,7 +220,7 @@ impl Drop for Unanswered {
                 Ack {
                     client_order_id: self.client_order_id,
                     outcome: Outcome::Rejected(RejectReason::EngineUnavailable),
-                    from: Role::Standby,
+                    from: self.from,
                 },
             );
         }
@@ -241,12 +302,13 @@ pub struct EngineState {
     pub state_hash: u64,
 }
 
-/// An applied order waiting for its commit (and, on a request-reply primary, its standby).
+/// An answer waiting for the commit of `seq` (and, on a request-reply primary, its standby's):
+/// an applied order's acceptance, or a duplicate answer.
 struct Pending {
     seq: u64,
     client: ClientId,
     client_order_id: u64,
-    filled: u32,
+    outcome: Outcome,
 }
 
 /// A matching engine: a primary or a standby. See the module note.
@@ -266,6 +328,8 @@ pub struct Engine {
     standby_committed: u64,
     /// On a standby: the last watermark sent.
     reported: u64,
+    /// On a request-reply primary: its standby has ended (no watermark will come).
+    standby_gone: bool,
     write_scheduled: bool,
     /// In fsync mode: the log's flusher has been started.
     flusher_started: bool,
@@ -299,7 +363,7 @@ impl Actor for Engine {
                 }
                 self.release();
             }
-            Err(e) => eprintln!(
+            Err(e) => report!(
                 "pair {} {}: could not flush the log while stopping: {e}",
                 self.shard.pair(),
                 self.shard.role()
@@ -336,6 +400,7 @@ impl Engine {
             committed: applied,
             standby_committed: applied,
             reported: applied,
+            standby_gone: false,
             write_scheduled: false,
             flusher_started: false,
         }
@@ -364,7 +429,7 @@ impl Engine {
             Err(reason) => {
                 // A primary checks before replicating, so this is a standby that diverged:
                 // a bug, reported loudly; the order is refused here too.
-                eprintln!(
+                report!(
                     "pair {} {}: order {:?} refused on apply: {reason}",
                     self.shard.pair(),
                     self.role(),
@@ -385,7 +450,9 @@ impl Engine {
                 seq,
                 client: order.client(),
                 client_order_id: order.client_order_id(),
-                filled: fill.filled,
+                outcome: Outcome::Accepted {
+                    filled: fill.filled,
+                },
             });
         }
         if self.mode != LogMode::Fsync {
@@ -426,11 +493,7 @@ impl Engine {
                 break;
             }
             let p = self.pending.pop_front().expect("front exists");
-            self.ack(
-                p.client,
-                p.client_order_id,
-                Outcome::Accepted { filled: p.filled },
-            );
+            self.ack(p.client, p.client_order_id, p.outcome);
         }
     }
 
@@ -457,8 +520,28 @@ impl Engine {
         })
     }
 
+    /// Answers a resend of an order the books hold (see the module note, step 2): once
+    /// everything applied so far is committed, or at once with `EngineUnavailable` if that can
+    /// no longer be promised.
+    fn answer_duplicate(&mut self, order: &Order) {
+        let seq = self.shard.applied();
+        let (client, client_order_id) = (order.client(), order.client_order_id());
+        if self.standby_gone && seq > self.standby_committed {
+            let refused = Outcome::Rejected(RejectReason::EngineUnavailable);
+            return self.ack(client, client_order_id, refused);
+        }
+        // Answers wait in sequence order: `seq` is the highest applied.
+        self.pending.push_back(Pending {
+            seq,
+            client,
+            client_order_id,
+            outcome: Outcome::Rejected(RejectReason::DuplicateClientOrderId),
+        });
+        self.release();
+    }
+
     fn fail(&mut self, error: &dyn std::fmt::Display, ctx: &mut Context<Self>) {
-        eprintln!(
+        report!(
             "pair {} {}: log failure, stopping the engine: {error}",
             self.shard.pair(),
             self.role()
@@ -502,23 +585,32 @@ impl Engine {
 }
 
 impl Handler<Place> for Engine {
-    fn handle(&mut self, Place(order): Place, ctx: &mut Context<Self>) {
-        if let Err(reason) = self.shard.check(&order) {
-            self.ack(
-                order.client(),
-                order.client_order_id(),
-                Outcome::Rejected(reason),
-            );
-            return;
+    fn handle(&mut self, place: Place, ctx: &mut Context<Self>) {
+        let order = place.take();
+        match self.shard.check(&order) {
+            Ok(()) => {}
+            Err(RejectReason::DuplicateClientOrderId) => return self.answer_duplicate(&order),
+            Err(reason) => {
+                self.ack(
+                    order.client(),
+                    order.client_order_id(),
+                    Outcome::Rejected(reason),
+                );
+                return;
+            }
         }
         if let Some(standby) = &self.standby {
-            let unanswered = (self.style == Style::OneWay)
-                .then(|| Unanswered::new(self.sessions.clone(), &order));
-            if let Err(refused) = standby.tell(Replicate { order, unanswered }) {
-                // Answered here, not by the guard.
-                if let Some(guard) = refused.into_inner().unanswered {
-                    guard.disarm();
+            let sent = match self.style {
+                Style::RequestReply => standby.tell(Replicate(order)).is_ok(),
+                Style::OneWay => {
+                    let unanswered = Unanswered::new(self.sessions.clone(), &order, Role::Standby);
+                    let sent = standby.tell(ReplicateGuarded { order, unanswered });
+                    // If refused, answered here, not by the guard.
+                    sent.map_err(|refused| refused.into_inner().unanswered.disarm())
+                        .is_ok()
                 }
+            };
+            if !sent {
                 // Without its standby the pair cannot promise two copies.
                 self.ack(
                     order.client(),
@@ -533,12 +625,15 @@ impl Handler<Place> for Engine {
 }
 
 impl Handler<Replicate> for Engine {
-    fn handle(&mut self, msg: Replicate, ctx: &mut Context<Self>) {
-        let Replicate { order, unanswered } = msg;
-        if let Some(guard) = unanswered {
-            guard.disarm();
-        }
+    fn handle(&mut self, Replicate(order): Replicate, ctx: &mut Context<Self>) {
         self.apply(&order, ctx);
+    }
+}
+
+impl Handler<ReplicateGuarded> for Engine {
+    fn handle(&mut self, msg: ReplicateGuarded, ctx: &mut Context<Self>) {
+        msg.unanswered.disarm();
+        self.apply(&msg.order, ctx);
     }
 }
 
@@ -549,10 +644,11 @@ impl Handler<Terminated> for Engine {
         }
         // No watermark will come: what the last one does not cover cannot be promised on two
         // copies. What it covers is acknowledged as this engine's own flushes reach it.
+        self.standby_gone = true;
         let covered = self.standby_committed;
         let refused = self.refuse_pending(|p| p.seq > covered);
         if refused > 0 {
-            eprintln!(
+            report!(
                 "pair {} primary: the standby ended ({:?}); refused {refused} orders it had not committed",
                 self.shard.pair(),
                 msg.reason

@@ -24,6 +24,10 @@
 //!    damaged file kept as `<log>.damaged`). Both engines replay the same history and start
 //!    with equal states.
 //!
+//! With [`ExchangeConfig::disk`] the logs live on a simulated disk ([`SimDisk`], for
+//! deterministic simulation: see the `simulation` module) instead of in `log_dir`; recovery
+//! and everything after it are the same code.
+//!
 //! With [`ExchangeConfig::read_only`] none of step 3 is written: the logs are only scanned,
 //! the engines replay the history in memory and run without a log; the report says what a
 //! start for writing would do. `troupe-trading inspect` starts the exchange so.
@@ -38,7 +42,7 @@
 //! disk as it stops, then stops its log's flusher and joins its thread.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,12 +50,13 @@ use troupe::{Addr, AskError, System};
 
 use crate::engine::{Engine, EngineState, GetAcceptedKeys, GetState, SetPrimary, Style, SyncLog};
 use crate::flush::LogObserver;
-use crate::log::{Journal, LogEnd, LogError, LogMode, LogScan, Recovery, Salvaged, TailCut};
+use crate::log::{Journal, LogEnd, LogError, LogMode, LogScan, Place, Recovery, Salvaged, TailCut};
 use crate::market::Market;
 use crate::order::{ClientId, NewOrder, Order, OrderKey, RejectReason, Role};
 use crate::receiver::{Receiver, Submit};
 use crate::session::{AckSink, ConnectError, Sessions};
 use crate::shard::Shard;
+use crate::sim_disk::SimDisk;
 
 /// How to build an exchange.
 #[derive(Debug, Clone)]
@@ -64,8 +69,11 @@ pub struct ExchangeConfig {
     pub style: Style,
     /// Durability of the transaction logs.
     pub log: LogMode,
-    /// Directory of the logs (required unless `log` is `None`).
+    /// Directory of the logs (required unless `log` is `None`, or `disk` is set).
     pub log_dir: Option<PathBuf>,
+    /// A simulated disk to keep the logs on instead of `log_dir` (deterministic simulation:
+    /// see [`SimDisk`] and the crate's `simulation` module). `None`: files in `log_dir`.
+    pub disk: Option<SimDisk>,
     /// Most sessions that may connect.
     pub max_sessions: usize,
     /// What to do with a log that has mid-file damage: refuse to start (the default), or
@@ -88,6 +96,7 @@ impl ExchangeConfig {
             style: Style::RequestReply,
             log: LogMode::None,
             log_dir: None,
+            disk: None,
             max_sessions: 1024,
             recovery: Recovery::Strict,
             read_only: false,
@@ -410,14 +419,15 @@ fn open_pair(
     if config.log == LogMode::None {
         return Ok((primary, standby, Vec::new()));
     }
-    let dir = config
-        .log_dir
-        .as_deref()
-        .ok_or(StartError::NoLogDir(config.log.name()))?;
+    let place = match (&config.disk, &config.log_dir) {
+        (Some(disk), _) => Place::Sim(disk),
+        (None, Some(dir)) => Place::Dir(dir),
+        (None, None) => return Err(StartError::NoLogDir(config.log.name())),
+    };
     // Read both before writing either: a refusal leaves both logs as they were.
     let scans = [
-        Journal::scan(dir, pair, Role::Primary)?,
-        Journal::scan(dir, pair, Role::Standby)?,
+        Journal::scan_in(place, pair, Role::Primary)?,
+        Journal::scan_in(place, pair, Role::Standby)?,
     ];
     let (history, drops) = pair_history(pair, &scans)?;
     if config.recovery == Recovery::Strict {
@@ -449,7 +459,7 @@ fn open_pair(
             salvaged: scan.salvage_report(&history, None),
         };
         if !config.read_only {
-            let (mut journal, salvaged) = bring_to(dir, pair, role, config.log, scan, &history)?;
+            let (mut journal, salvaged) = bring_to(place, pair, role, config.log, scan, &history)?;
             if let Some(observer) = &config.log_observer {
                 journal.observe(observer.clone());
             }
@@ -542,18 +552,18 @@ fn pair_history(pair: usize, scans: &[LogScan; 2]) -> Result<(Vec<Order>, u64), 
 /// Opens one log for writing and makes it hold exactly `history`: cuts a torn tail and
 /// appends what it lacks, or rebuilds it if it has mid-file damage.
 fn bring_to(
-    dir: &Path,
+    place: Place<'_>,
     pair: usize,
     role: Role,
     mode: LogMode,
     scan: &LogScan,
     history: &[Order],
 ) -> Result<(Journal, Option<Salvaged>), StartError> {
-    if let LogEnd::MidFile(_) = scan.end {
+    if let (LogEnd::MidFile(_), Place::Dir(dir)) = (scan.end, place) {
         let r = Journal::rebuild(dir, pair, role, mode, scan, history)?;
         return Ok((r.journal, r.salvaged));
     }
-    let mut r = Journal::open(dir, pair, role, mode)?;
+    let mut r = Journal::open_in(place, pair, role, mode)?;
     if !history.starts_with(&r.orders) {
         // The file changed since it was scanned.
         let seq = r

@@ -56,6 +56,7 @@ use std::thread::JoinHandle;
 
 use crate::log::LogError;
 use crate::order::Role;
+use crate::sim_disk::SimFlusher;
 
 /// One step of an fsync log, as a [`LogObserver`] sees it. Sequence numbers are the log's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +90,51 @@ pub trait LogObserver: Send + Sync + fmt::Debug {
 /// Where the flusher reports: after each flush, `Ok(upto)` (every record up to `upto` is on
 /// disk); or once, `Err` with the error that ended it. Called on the flusher's thread.
 pub type OnDurable = Box<dyn FnMut(Result<u64, LogError>) + Send>;
+
+/// The flusher of an fsync log, as the log holds it: a thread of its own (this module), or on a
+/// simulated disk the same protocol run by the simulation's device (`sim_disk.rs`). Chosen
+/// when the log is opened; one `match` per batch.
+#[derive(Debug)]
+pub(crate) enum Worker {
+    /// A thread running `fdatasync` back to back.
+    Thread(Flusher),
+    /// Flushes of a simulated disk.
+    Sim(SimFlusher),
+}
+
+impl Worker {
+    /// See [`Flusher::written`].
+    pub(crate) fn written(&self, upto: u64) -> Result<(), LogError> {
+        match self {
+            Worker::Thread(f) => f.written(upto),
+            Worker::Sim(f) => f.written(upto),
+        }
+    }
+
+    /// See [`Flusher::wait_durable`].
+    pub(crate) fn wait_durable(&self, upto: u64) -> Result<(), LogError> {
+        match self {
+            Worker::Thread(f) => f.wait_durable(upto),
+            Worker::Sim(f) => f.wait_durable(upto),
+        }
+    }
+
+    /// See [`Flusher::flushes`].
+    pub(crate) fn flushes(&self) -> u64 {
+        match self {
+            Worker::Thread(f) => f.flushes(),
+            Worker::Sim(f) => f.flushes(),
+        }
+    }
+
+    /// See [`Flusher::stop`].
+    pub(crate) fn stop(&mut self) -> Result<(), LogError> {
+        match self {
+            Worker::Thread(f) => f.stop(),
+            Worker::Sim(f) => f.stop(),
+        }
+    }
+}
 
 /// The flusher of one fsync log. See the module note.
 pub(crate) struct Flusher {

@@ -33,6 +33,10 @@
 //! system.shutdown();
 //! ```
 //!
+//! [`simulation`] runs the exchange in deterministic simulation (`troupe::sim`), its logs on a
+//! [`SimDisk`], under crashes, stalls, disk faults and process kills, and checks what it
+//! promises.
+//!
 //! The crate's README describes the order flow, the commands of the `troupe-trading` binary
 //! and the figures measured with it.
 
@@ -56,6 +60,8 @@ mod receiver;
 mod scenario;
 mod session;
 mod shard;
+mod sim_disk;
+pub mod simulation;
 
 pub use book::{Fill, OrderBook, Resting, Trade};
 pub use client::{BlockingClient, Confirmation, OrderError};
@@ -74,3 +80,4 @@ pub use receiver::{Receiver, Submit};
 pub use scenario::SeedScenario;
 pub use session::{AckSink, ConnectError};
 pub use shard::Shard;
+pub use sim_disk::{Crash, DiskCounters, Held, SimDisk};

@@ -79,9 +79,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::flush::{Flusher, LogObserver, OnDurable, Watch};
+use crate::flush::{Flusher, LogObserver, OnDurable, Watch, Worker};
 use crate::mapped::MappedAppender;
 use crate::order::{ClientId, InstrumentId, Order, Role, Side};
+use crate::sim_disk::{SimDisk, SimFile, SimFlusher};
 
 /// How durable an order is before it is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -407,13 +408,18 @@ pub struct Journal {
     durable: u64,
     /// Commits made without a flusher that wrote something.
     commits: u64,
-    /// The first error of an append, reported by the next commit.
+    /// The first error of a write (of an append in `buffered` mode, of a batch otherwise). It
+    /// sticks, as a failed flush does: the file may now end in part of a record, and the
+    /// records of the failed write are not in it, so nothing appended from there on can be
+    /// made durable. Every later submit, commit, sync and close reports it (`close` still
+    /// stops the flusher, which flushes what was written before the failure).
     failed: Option<io::Error>,
     /// A flush made by a commit failed: the log can promise nothing more (never retried: see
     /// `flush.rs`), and every later commit, submit or flusher start reports it.
     flush_failed: Option<io::Error>,
-    /// In fsync mode, once started: the thread that flushes what [`Journal::submit`] wrote.
-    flusher: Option<Flusher>,
+    /// In fsync mode, once started: the flusher of what [`Journal::submit`] wrote (a thread;
+    /// on a simulated disk, the simulation's device).
+    flusher: Option<Worker>,
     watch: Option<Watch>,
 }
 
@@ -429,6 +435,22 @@ enum Sink {
     },
     /// Copied into a mapping of the file as they are appended.
     Mapped(MappedAppender),
+    /// A file of a simulated disk (`sim_disk.rs`): written as each record is appended in
+    /// `buffered` mode, as the mapping is; encoded into `buf` and written at commit otherwise.
+    Sim {
+        file: SimFile,
+        buf: Vec<u8>,
+        mode: LogMode,
+    },
+}
+
+/// Where a log lives: a directory of files, or a simulated disk.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Place<'a> {
+    /// Files in this directory.
+    Dir(&'a Path),
+    /// Files of this simulated disk.
+    Sim(&'a SimDisk),
 }
 
 /// What [`Journal::open`] found.
@@ -482,6 +504,92 @@ impl Journal {
     /// ([`LogError::MidFileDamage`]) with nothing written: see [`Journal::open_with`].
     pub fn open(dir: &Path, pair: usize, role: Role, mode: LogMode) -> Result<Recovered, LogError> {
         Self::open_with(dir, pair, role, mode, Recovery::Strict)
+    }
+
+    /// [`Journal::scan`] of a log wherever it lives.
+    pub(crate) fn scan_in(place: Place<'_>, pair: usize, role: Role) -> Result<LogScan, LogError> {
+        let disk = match place {
+            Place::Dir(dir) => return Self::scan(dir, pair, role),
+            Place::Sim(disk) => disk,
+        };
+        let name = Self::file_name(pair, role);
+        match disk.read(&name) {
+            None => Ok(LogScan {
+                path: PathBuf::from(name),
+                exists: false,
+                file_bytes: 0,
+                orders: Vec::new(),
+                end: LogEnd::Clean,
+                later: Vec::new(),
+            }),
+            Some(bytes) => examine(PathBuf::from(name), &bytes, pair as u16, role),
+        }
+    }
+
+    /// [`Journal::open`] of a log wherever it lives.
+    pub(crate) fn open_in(
+        place: Place<'_>,
+        pair: usize,
+        role: Role,
+        mode: LogMode,
+    ) -> Result<Recovered, LogError> {
+        match place {
+            Place::Dir(dir) => Self::open(dir, pair, role, mode),
+            Place::Sim(disk) => Self::open_sim(disk, pair, role, mode),
+        }
+    }
+
+    /// [`Journal::open`] on a simulated disk: the same reading, cutting and header as in a
+    /// directory, on the disk's file (mid-file damage is refused; salvage is for real files).
+    fn open_sim(
+        disk: &SimDisk,
+        pair: usize,
+        role: Role,
+        mode: LogMode,
+    ) -> Result<Recovered, LogError> {
+        let name = Self::file_name(pair, role);
+        let path = PathBuf::from(&name);
+        let io = |source| LogError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = disk.open(&name);
+        let bytes = file.read_all().map_err(io)?;
+        let scan = examine(path.clone(), &bytes, pair as u16, role)?;
+        if let Some(refusal) = scan.refusal() {
+            return Err(refusal);
+        }
+        let good_end = bytes.len() as u64 - trailing_bytes(&scan.end);
+        let cut = match scan.end {
+            LogEnd::TornTail(cut) => Some(cut),
+            _ => None,
+        };
+        if good_end < bytes.len() as u64 {
+            // As in a directory: the cut is made durable before anything follows it.
+            file.set_len(good_end as usize).map_err(io)?;
+            if cut.is_some() {
+                file.flush_now().map_err(io)?;
+            }
+        }
+        if good_end == 0 {
+            file.append(&header(pair as u16, role)).map_err(io)?;
+            file.flush_now().map_err(io)?;
+        }
+        if mode == LogMode::Fsync && cut.is_none() && !scan.orders.is_empty() {
+            // As in a directory: what was read back is flushed before it counts as durable.
+            file.flush_now().map_err(io)?;
+        }
+        let sink = Sink::Sim {
+            file,
+            buf: Vec::with_capacity(64 * RECORD_BYTES),
+            mode,
+        };
+        Ok(Recovered {
+            journal: Self::with_sink(sink, path, (pair, role), scan.orders.len()),
+            orders: scan.orders,
+            cut,
+            salvaged: None,
+        })
     }
 
     /// [`Journal::open`], with mid-file damage treated as `recovery` says: refused
@@ -544,6 +652,11 @@ impl Journal {
             file.write_all(&header(pair as u16, role)).map_err(io)?;
             file.sync_all().map_err(io)?;
             sync_dir(dir);
+        }
+        if mode == LogMode::Fsync && cut.is_none() && !scan.orders.is_empty() {
+            // The journal counts every record read back as durable, but a process that died
+            // before its flush leaves records in the page cache only: flushed first.
+            file.sync_data().map_err(io)?;
         }
         file.seek(SeekFrom::End(0)).map_err(io)?;
         let journal =
@@ -639,7 +752,12 @@ impl Journal {
                 fsync: mode == LogMode::Fsync,
             },
         };
-        Ok(Journal {
+        Ok(Self::with_sink(sink, path, (pair, role), records))
+    }
+
+    /// A journal writing to `sink`, which holds `records` good records.
+    fn with_sink(sink: Sink, path: PathBuf, (pair, role): (usize, Role), records: usize) -> Self {
+        Journal {
             sink,
             path,
             pair,
@@ -652,7 +770,7 @@ impl Journal {
             flush_failed: None,
             flusher: None,
             watch: None,
-        })
+        }
     }
 
     /// Lets `observer` watch this log's writes and flushes (fsync mode; see `flush.rs`). Set
@@ -675,13 +793,12 @@ impl Journal {
         &mut self,
         on_durable: impl FnMut(Result<u64, LogError>) + Send + 'static,
     ) -> Result<(), LogError> {
-        let Sink::Write {
-            file, fsync: true, ..
-        } = &self.sink
-        else {
-            return Ok(());
+        let fsync = match &self.sink {
+            Sink::Write { fsync, .. } => *fsync,
+            Sink::Sim { mode, .. } => *mode == LogMode::Fsync,
+            Sink::Mapped(_) => false,
         };
-        if self.flusher.is_some() {
+        if !fsync || self.flusher.is_some() {
             return Ok(());
         }
         if let Some(e) = &self.flush_failed {
@@ -689,13 +806,23 @@ impl Journal {
         }
         // Whatever is written but not yet durable is the flusher's to flush first.
         let on_durable: OnDurable = Box::new(on_durable);
-        let flusher = Flusher::start(
-            file.clone(),
-            &self.path,
-            (self.written, self.durable),
-            self.watch.clone(),
-            on_durable,
-        )?;
+        let marks = (self.written, self.durable);
+        let flusher = match &self.sink {
+            Sink::Write { file, .. } => Worker::Thread(Flusher::start(
+                file.clone(),
+                &self.path,
+                marks,
+                self.watch.clone(),
+                on_durable,
+            )?),
+            Sink::Sim { file, .. } => Worker::Sim(SimFlusher::start(
+                file.clone(),
+                marks,
+                self.watch.clone(),
+                on_durable,
+            )),
+            Sink::Mapped(_) => return Ok(()),
+        };
         self.flusher = Some(flusher);
         Ok(())
     }
@@ -714,21 +841,27 @@ impl Journal {
 
     /// Writes what is in the buffer to the file (no flush) and raises the written mark.
     fn write_out(&mut self) -> Result<(), LogError> {
-        if let Some(source) = self.failed.take() {
-            return Err(self.error(source));
-        }
-        if let Some(e) = &self.flush_failed {
+        if let Some(e) = self.failed.as_ref().or(self.flush_failed.as_ref()) {
             return Err(self.error(io::Error::new(e.kind(), e.to_string())));
         }
-        let Sink::Write { file, buf, .. } = &mut self.sink else {
-            return Ok(());
+        let result = match &mut self.sink {
+            Sink::Write { buf, .. } | Sink::Sim { buf, .. } if buf.is_empty() => return Ok(()),
+            Sink::Write { file, buf, .. } => {
+                let result = (&**file).write_all(buf);
+                buf.clear();
+                result
+            }
+            Sink::Sim { file, buf, .. } => {
+                let result = file.append(buf);
+                buf.clear();
+                result
+            }
+            Sink::Mapped(_) => return Ok(()),
         };
-        if buf.is_empty() {
-            return Ok(());
+        if let Err(source) = result {
+            self.failed = Some(io::Error::new(source.kind(), source.to_string()));
+            return Err(self.error(source));
         }
-        let result = (&**file).write_all(buf);
-        buf.clear();
-        result.map_err(|source| self.error(source))?;
         self.written = self.next_seq - 1;
         if let Some(watch) = &self.watch {
             watch.see(crate::flush::LogEvent::Written { upto: self.written });
@@ -738,18 +871,36 @@ impl Journal {
 
     /// Appends the next record (sequence [`next_seq`](Journal::next_seq)). In `buffered` mode
     /// it is in the OS's hands on return; in `fsync` mode it reaches the file at the next
-    /// [`commit`](Journal::commit). An error is reported by the next `commit`.
+    /// [`commit`](Journal::commit). An error is reported by the next `commit`, and by every
+    /// commit after it.
     pub fn append(&mut self, order: &Order) {
         let mut record = [0u8; RECORD_BYTES];
         encode(&mut record, self.next_seq, order);
         self.next_seq += 1;
         match &mut self.sink {
             Sink::Write { buf, .. } => buf.extend_from_slice(&record),
+            // After a failed write nothing more is written: a record after the failed one
+            // would be a valid record after damage (found by the simulation tests, in the
+            // records recovery copies from the peer's log).
             Sink::Mapped(map) => {
-                if let Err(e) = map.append(&record) {
-                    self.failed.get_or_insert(e);
+                if self.failed.is_none() {
+                    if let Err(e) = map.append(&record) {
+                        self.failed = Some(e);
+                    }
                 }
             }
+            Sink::Sim {
+                file,
+                mode: LogMode::Buffered,
+                ..
+            } => {
+                if self.failed.is_none() {
+                    if let Err(e) = file.append(&record) {
+                        self.failed = Some(e);
+                    }
+                }
+            }
+            Sink::Sim { buf, .. } => buf.extend_from_slice(&record),
         }
     }
 
@@ -760,7 +911,7 @@ impl Journal {
 
     /// True if appended records wait for a [`commit`](Journal::commit) to be written.
     pub fn has_pending(&self) -> bool {
-        matches!(&self.sink, Sink::Write { buf, .. } if !buf.is_empty())
+        matches!(&self.sink, Sink::Write { buf, .. } | Sink::Sim { buf, .. } if !buf.is_empty())
     }
 
     /// Makes every appended record as durable as the mode promises: in `fsync` mode, writes
@@ -768,27 +919,30 @@ impl Journal {
     /// in `buffered` mode they already are, and this only reports an error of an earlier
     /// append.
     pub fn commit(&mut self) -> Result<(), LogError> {
-        let wrote = matches!(&self.sink, Sink::Write { buf, .. } if !buf.is_empty());
+        let wrote = self.has_pending();
         self.write_out()?;
         if let Some(flusher) = &self.flusher {
             flusher.written(self.written)?;
             return flusher.wait_durable(self.written);
         }
-        let Sink::Write {
-            file, fsync: true, ..
-        } = &self.sink
-        else {
-            return Ok(());
+        let flushed = match &self.sink {
+            Sink::Write {
+                file, fsync: true, ..
+            } if wrote => file.sync_data(),
+            Sink::Sim {
+                file,
+                mode: LogMode::Fsync,
+                ..
+            } if wrote => file.flush_now(),
+            _ => return Ok(()),
         };
-        if wrote {
-            self.commits += 1;
-            if let Err(e) = file.sync_data() {
-                let copy = io::Error::new(e.kind(), e.to_string());
-                self.flush_failed = Some(e);
-                return Err(self.error(copy));
-            }
-            self.durable = self.written;
+        self.commits += 1;
+        if let Err(e) = flushed {
+            let copy = io::Error::new(e.kind(), e.to_string());
+            self.flush_failed = Some(e);
+            return Err(self.error(copy));
         }
+        self.durable = self.written;
         Ok(())
     }
 
@@ -802,6 +956,7 @@ impl Journal {
         let result = match &mut self.sink {
             Sink::Write { file, .. } => file.sync_data(),
             Sink::Mapped(map) => map.sync(),
+            Sink::Sim { file, .. } => file.flush_now(),
         };
         result.map_err(|source| self.error(source))
     }
@@ -834,7 +989,7 @@ impl Journal {
     /// Flushes made (in fsync mode each is one `fdatasync` covering a batch: group commit),
     /// by [`commit`](Journal::commit) and by the flusher.
     pub fn commits(&self) -> u64 {
-        self.commits + self.flusher.as_ref().map_or(0, Flusher::flushes)
+        self.commits + self.flusher.as_ref().map_or(0, Worker::flushes)
     }
 
     fn error(&self, source: io::Error) -> LogError {
@@ -926,7 +1081,12 @@ fn trailing_bytes(end: &LogEnd) -> u64 {
 }
 
 /// Reads the whole of a log file's bytes into a [`LogScan`] (the file is named `path`).
-fn examine(path: PathBuf, bytes: &[u8], pair: u16, role: Role) -> Result<LogScan, LogError> {
+pub(crate) fn examine(
+    path: PathBuf,
+    bytes: &[u8],
+    pair: u16,
+    role: Role,
+) -> Result<LogScan, LogError> {
     let file_bytes = bytes.len() as u64;
     let mut scan = LogScan {
         path,
