@@ -406,6 +406,7 @@ fn run() -> Result<()> {
             if quick { hops.min(1_000) } else { hops },
             if quick { timers.min(100) } else { timers },
             !no_store && !quick,
+            if quick { 0.5 } else { 5.0 },
         ),
         Command::Timers { timers } => features::timers(
             &runner,

@@ -12,8 +12,13 @@
 //!   hanging 30 s per call, recovered: `troupe_store::simulation`), simulated seconds per
 //!   wall second, each run checked against the seed's claims.
 //!
+//! - `trading`: seeds of the trading model of seed 003 in one process (clients resending until
+//!   acknowledged, engines crashed, stalled and stopped, a simulated disk that fails, tears
+//!   and loses unflushed writes; `troupe_trading::simulation::run_seed`), each run checked:
+//!   seeds per minute on one thread.
+//!
 //! Every repetition checks its work: the ring's token count, every timer's message, the
-//! store's claims.
+//! store's claims, the trading model's checks.
 
 use std::time::{Duration, Instant};
 
@@ -149,7 +154,14 @@ fn timers_once(seed: u64, timers: u64) -> Result<(u64, f64, f64)> {
     Ok((sim.steps(), wall, simulated))
 }
 
-pub fn run(runner: &Runner, actors: u64, hops: u64, timers: u64, store: bool) -> Result<()> {
+pub fn run(
+    runner: &Runner,
+    actors: u64,
+    hops: u64,
+    timers: u64,
+    store: bool,
+    trading_seconds: f64,
+) -> Result<()> {
     ensure!(actors >= 2, "the ring needs at least 2 actors");
     ensure!(hops >= 1 && timers >= 1, "nothing to measure");
     let mut seed = 0;
@@ -203,6 +215,53 @@ pub fn run(runner: &Runner, actors: u64, hops: u64, timers: u64, store: bool) ->
     if store {
         store_scenario(runner)?;
     }
+    trading_seeds(runner, trading_seconds)?;
+    Ok(())
+}
+
+/// Seeds of the trading model run in `seconds` of wall time, one thread: seeds per minute.
+fn trading_seeds(runner: &Runner, seconds: f64) -> Result<()> {
+    let mut next = 0;
+    let [rate, steps] = runner.measure("sim trading", || {
+        let start = Instant::now();
+        let (mut seeds, mut total_steps) = (0u64, 0u64);
+        while start.elapsed().as_secs_f64() < seconds {
+            let seed = next;
+            next += 1;
+            let outcome = std::panic::catch_unwind(|| troupe_trading::simulation::run_seed(seed))
+                .map_err(|_| {
+                anyhow::anyhow!("the trading model failed its checks at seed {seed}")
+            })?;
+            ensure!(outcome.orders_acked > 0, "seed {seed} acknowledged nothing");
+            seeds += 1;
+            total_steps += outcome.steps;
+        }
+        let wall = start.elapsed().as_secs_f64();
+        Ok([seeds as f64 * 60.0 / wall, total_steps as f64 / wall])
+    })?;
+    let params = json!({ "model": "seed 003 in one process: both ack styles, logs none/buffered/fsync on a simulated disk, crashes, stalls, stops, disk faults" })
+        .as_object()
+        .expect("object")
+        .clone();
+    let notes = "troupe_trading::simulation::run_seed, one thread, seeds taken in order for a fixed wall time; every run checked (acked orders durable and recovered, no hang, equal replicas)";
+    runner.emit(&Record::new(
+        "sim",
+        "trading_seeds",
+        "troupe-sim",
+        params.clone(),
+        "seeds/min",
+        rate,
+        notes,
+    ))?;
+    runner.emit(&Record::new(
+        "sim",
+        "trading_steps",
+        "troupe-sim",
+        params,
+        "steps/s",
+        steps,
+        notes,
+    ))?;
     Ok(())
 }
 
