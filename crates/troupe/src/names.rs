@@ -2,10 +2,17 @@
 //!
 //! Entries hold the actor's address type-erased (`Any`), so lookups are typed: asking for the
 //! wrong actor type finds nothing. The typed front is in `system.rs` and `context.rs`.
+//!
+//! A name spawned under (`spawn_named`, `get_or_spawn_named`) is *reserved* before the actor
+//! is made, and filled once it exists: `make` is user code, run without the registry's lock,
+//! and the reservation is what keeps a second spawner from making a second actor meanwhile
+//! (it is refused, or, asking to get or spawn, waits for the first to be filled). A reserved
+//! name is not found by lookups until it is filled.
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::ThreadId;
 
 use crate::id::ActorId;
 
@@ -68,39 +75,148 @@ struct Entry {
 /// What a name is registered to: an actor's id, its type-erased address, its type's name.
 pub(crate) type Registration = (ActorId, Arc<dyn Any + Send + Sync>, &'static str);
 
+/// What a name stands for.
+enum Slot {
+    /// An actor is being made for it (`make` runs on thread `by`); `token` names that spawn.
+    Reserved { by: ThreadId, token: u64 },
+    /// A registered actor.
+    Taken(Entry),
+}
+
+/// A reservation of a name, filled by [`Names::claim`] or given back when dropped (a `make`
+/// that panicked, a spawn that gave up).
+pub(crate) struct Reservation<'a> {
+    names: &'a Names,
+    name: String,
+    token: u64,
+}
+
+impl Reservation<'_> {
+    /// The name reserved.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut map = self.names.lock();
+        if matches!(map.get(&self.name), Some(Slot::Reserved { token, .. }) if *token == self.token)
+        {
+            map.remove(&self.name);
+            drop(map);
+            self.names.changed.notify_all();
+        }
+    }
+}
+
 /// Name → actor.
 #[derive(Default)]
 pub(crate) struct Names {
-    map: Mutex<HashMap<String, Entry>>,
+    map: Mutex<HashMap<String, Slot>>,
+    /// Notified when a reservation is filled or given back.
+    changed: Condvar,
+    next_token: Mutex<u64>,
 }
 
 impl Names {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
         // Every critical section is one map operation: a poisoned lock is still consistent.
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Claims `name` for the actor `build` makes (called under the registry's lock, so no
-    /// other claim can come between the check and the insert; it must not call back in).
+    /// Reserves `name` for an actor about to be made, or says it is taken (registered, or
+    /// reserved by another spawn).
+    pub(crate) fn reserve(&self, name: &str) -> Result<Reservation<'_>, RegistryError> {
+        let token = {
+            let mut next = self.next_token.lock().unwrap_or_else(|p| p.into_inner());
+            *next += 1;
+            *next
+        };
+        let mut map = self.lock();
+        if map.contains_key(name) {
+            return Err(RegistryError::Taken(name.to_owned()));
+        }
+        map.insert(
+            name.to_owned(),
+            Slot::Reserved {
+                by: std::thread::current().id(),
+                token,
+            },
+        );
+        Ok(Reservation {
+            names: self,
+            name: name.to_owned(),
+            token,
+        })
+    }
+
+    /// Waits while `name` is reserved by a spawn on another thread (its `make` is running):
+    /// true once it is filled or given back, false if this thread reserved it itself (a
+    /// `make` that asks for its own name would wait for itself).
+    pub(crate) fn wait_unreserved(&self, name: &str) -> bool {
+        let me = std::thread::current().id();
+        let mut map = self.lock();
+        loop {
+            match map.get(name) {
+                Some(Slot::Reserved { by, .. }) if *by == me => return false,
+                Some(Slot::Reserved { .. }) => {
+                    map = self.changed.wait(map).unwrap_or_else(|p| p.into_inner());
+                }
+                _ => return true,
+            }
+        }
+    }
+
+    /// Registers the actor `build` makes under a reserved name (called under the registry's
+    /// lock, so the check and the insert are one step; it must not call back in). Fails if the
+    /// name was taken meanwhile by someone who did not wait for the reservation (`register`
+    /// after an `unregister`).
     pub(crate) fn claim<R>(
         &self,
-        name: &str,
+        reservation: Reservation<'_>,
         build: impl FnOnce() -> (Registration, R),
     ) -> Result<R, RegistryError> {
         let mut map = self.lock();
-        if map.contains_key(name) {
+        let name = reservation.name.as_str();
+        if let Some(Slot::Taken(_)) = map.get(name) {
             return Err(RegistryError::Taken(name.to_owned()));
         }
         let ((id, addr, type_name), out) = build();
         map.insert(
             name.to_owned(),
-            Entry {
+            Slot::Taken(Entry {
                 id,
                 addr,
                 type_name,
-            },
+            }),
         );
+        drop(map);
+        self.changed.notify_all();
+        // Filled: nothing to give back.
+        std::mem::forget(reservation);
         Ok(out)
+    }
+
+    /// Registers an existing actor under `name` if it is free.
+    pub(crate) fn register(
+        &self,
+        name: &str,
+        (id, addr, type_name): Registration,
+    ) -> Result<(), RegistryError> {
+        let mut map = self.lock();
+        if map.contains_key(name) {
+            return Err(RegistryError::Taken(name.to_owned()));
+        }
+        map.insert(
+            name.to_owned(),
+            Slot::Taken(Entry {
+                id,
+                addr,
+                type_name,
+            }),
+        );
+        Ok(())
     }
 
     /// The address registered under `name`, and its actor's type name.
@@ -108,10 +224,10 @@ impl Names {
         &self,
         name: &str,
     ) -> Result<(Arc<dyn Any + Send + Sync>, &'static str), RegistryError> {
-        self.lock()
-            .get(name)
-            .map(|entry| (entry.addr.clone(), entry.type_name))
-            .ok_or_else(|| RegistryError::NotFound(name.to_owned()))
+        match self.lock().get(name) {
+            Some(Slot::Taken(entry)) => Ok((entry.addr.clone(), entry.type_name)),
+            _ => Err(RegistryError::NotFound(name.to_owned())),
+        }
     }
 
     /// Every registered name, with its actor's id and type, sorted by name.
@@ -119,7 +235,10 @@ impl Names {
         let mut names: Vec<_> = self
             .lock()
             .iter()
-            .map(|(name, entry)| (name.clone(), entry.id, entry.type_name))
+            .filter_map(|(name, slot)| match slot {
+                Slot::Taken(entry) => Some((name.clone(), entry.id, entry.type_name)),
+                Slot::Reserved { .. } => None,
+            })
             .collect();
         names.sort();
         names
@@ -128,14 +247,20 @@ impl Names {
     /// Removes `name` if it still belongs to `id`.
     pub(crate) fn release(&self, name: &str, id: ActorId) {
         let mut map = self.lock();
-        if map.get(name).is_some_and(|e| e.id == id) {
+        if matches!(map.get(name), Some(Slot::Taken(e)) if e.id == id) {
             map.remove(name);
         }
     }
 
-    /// Removes `name` whoever holds it; true if it was registered.
+    /// Removes `name` whoever holds it; true if it was registered (a reservation is left to
+    /// its spawn).
     pub(crate) fn unregister(&self, name: &str) -> bool {
-        self.lock().remove(name).is_some()
+        let mut map = self.lock();
+        if matches!(map.get(name), Some(Slot::Taken(_))) {
+            map.remove(name);
+            return true;
+        }
+        false
     }
 
     /// Drops every entry (shutdown): the addresses they hold must not outlive the system.

@@ -10,7 +10,7 @@ use crate::erased::{ErasedCell, ErasedRef, Extras};
 use crate::id::ActorId;
 use crate::lazy::LazyBox;
 use crate::life::{ActorCell, ActorShared, ActorState, ParentLink};
-use crate::names::RegistryError;
+use crate::names::{RegistryError, Reservation};
 use crate::raw::{self, Cell, Executor, Runnable};
 use crate::runtime::SystemShared;
 use crate::scheduler::dedicated::{self, ThreadExecutor};
@@ -351,14 +351,14 @@ pub(crate) fn register<A: Actor>(
     name: &str,
     addr: &Addr<A>,
 ) -> Result<(), RegistryError> {
-    system.names().claim(name, || {
-        let registration = (
+    system.names().register(
+        name,
+        (
             addr.id(),
             Arc::new(addr.clone()) as Arc<dyn std::any::Any + Send + Sync>,
             std::any::type_name::<A>(),
-        );
-        (registration, ())
-    })?;
+        ),
+    )?;
     // Remember the name on the actor, so its stop releases it; if it is stopping already,
     // undo.
     if !addr.remember_name(name) {
@@ -380,20 +380,31 @@ pub(crate) fn find<A: Actor>(system: &SystemShared, name: &str) -> Result<Addr<A
         })
 }
 
-/// Spawns a top-level actor under `name`, or says why not (the name is taken): `make` is
-/// called only once the name is free. The name is claimed before the actor starts, so nobody
-/// can take it in between.
+/// Spawns a top-level actor under `name`, or says why not (the name is taken): the name is
+/// reserved first, so `make` is called only with the name held, at most once for it however
+/// many threads spawn it at once; and it is filled before the actor starts, so nobody can take
+/// it in between. A `make` that panics gives the name back.
 pub(crate) fn spawn_root_named<A: Actor>(
     system: &Arc<SystemShared>,
     name: &str,
     options: SpawnOptions,
     make: impl FnOnce() -> A,
 ) -> Result<Addr<A>, RegistryError> {
-    if system.names().get(name).is_ok() {
-        return Err(RegistryError::Taken(name.to_owned()));
-    }
+    let reservation = system.names().reserve(name)?;
+    spawn_reserved(system, reservation, options, make)
+}
+
+/// Spawns a top-level actor under a name reserved for it.
+fn spawn_reserved<A: Actor>(
+    system: &Arc<SystemShared>,
+    reservation: Reservation<'_>,
+    options: SpawnOptions,
+    make: impl FnOnce() -> A,
+) -> Result<Addr<A>, RegistryError> {
+    let name = reservation.name().to_owned();
+    let name = name.as_str();
     let actor = make();
-    let (cell, first) = system.names().claim(name, || {
+    let (cell, first) = system.names().claim(reservation, || {
         let (cell, first) = system.register_root(|root| {
             let (cell, first) =
                 new_cell(system, actor, None, &options, None, ParentLink::Root(root));
@@ -426,15 +437,31 @@ pub(crate) fn get_or_spawn_root_named<A: Actor>(
     options: SpawnOptions,
     make: impl FnOnce() -> A,
 ) -> Result<Addr<A>, RegistryError> {
-    match find::<A>(system, name) {
-        Ok(addr) => return Ok(addr),
-        Err(RegistryError::NotFound(_)) => {}
-        Err(other) => return Err(other),
-    }
-    match spawn_root_named(system, name, options, make) {
-        // Another thread spawned it first: use theirs (the actor made here is dropped).
-        Err(RegistryError::Taken(_)) => find::<A>(system, name),
-        other => other,
+    let mut make = Some(make);
+    loop {
+        match find::<A>(system, name) {
+            Ok(addr) => return Ok(addr),
+            Err(RegistryError::NotFound(_)) => {}
+            Err(other) => return Err(other),
+        }
+        match system.names().reserve(name) {
+            Ok(reservation) => {
+                let make = make.take().expect("make is called once");
+                return match spawn_reserved(system, reservation, options, make) {
+                    // Registered meanwhile by `register`, which does not wait: theirs.
+                    Err(RegistryError::Taken(_)) => find::<A>(system, name),
+                    other => other,
+                };
+            }
+            // Another spawn holds the name: wait until its actor is there (or it gave up).
+            Err(RegistryError::Taken(_)) => {
+                if !system.names().wait_unreserved(name) {
+                    // This thread's own `make` asks for the name it is making.
+                    return Err(RegistryError::Taken(name.to_owned()));
+                }
+            }
+            Err(other) => return Err(other),
+        }
     }
 }
 

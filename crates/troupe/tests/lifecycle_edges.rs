@@ -453,3 +453,73 @@ fn a_continuation_that_panics_holding_a_deferred_reply_answers_panicked() {
     assert_eq!(deferrer.ask(Compute(true)).wait(), Err(AskError::Panicked));
     system.shutdown();
 }
+
+// ---------------------------------------------------------------------------------------------
+// `spawn_named` and `get_or_spawn_named` ran `make` twice when two threads raced for a free
+// name (a factory with side effects ran twice). Now the name is reserved before `make` runs.
+
+/// Counts the actors `make` built.
+struct Made;
+impl Actor for Made {}
+
+#[test]
+fn make_runs_once_however_many_threads_race_for_a_name() {
+    for round in 0..20 {
+        let system = System::new();
+        let made = Arc::new(AtomicUsize::new(0));
+        let start = Arc::new(std::sync::Barrier::new(4));
+        let racers: Vec<_> = (0..4)
+            .map(|i| {
+                let (system, made, start) = (system.clone(), made.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let make = || {
+                        made.fetch_add(1, Ordering::SeqCst);
+                        // A slow factory: the window another thread used to slip through.
+                        std::thread::sleep(Duration::from_millis(2));
+                        Made
+                    };
+                    let name = format!("race-{round}");
+                    if i % 2 == 0 {
+                        system
+                            .get_or_spawn_named(&name, SpawnOptions::new(), make)
+                            .map(|a| Some(a.id()))
+                    } else {
+                        match system.spawn_named(&name, SpawnOptions::new(), make) {
+                            Ok(a) => Ok(Some(a.id())),
+                            Err(troupe::RegistryError::Taken(_)) => Ok(None),
+                            Err(other) => Err(other),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let ids: Vec<_> = racers
+            .into_iter()
+            .map(|r| r.join().unwrap().unwrap())
+            .collect();
+        assert_eq!(made.load(Ordering::SeqCst), 1, "round {round}: {ids:?}");
+        let got: std::collections::HashSet<_> = ids.into_iter().flatten().collect();
+        assert_eq!(got.len(), 1, "round {round}: everyone got the same actor");
+        system.shutdown();
+    }
+}
+
+/// Asks for its own name while it is being made.
+#[test]
+fn a_make_that_asks_for_its_own_name_is_refused_not_hung() {
+    within(LONG, || {
+        let system = System::new();
+        let inner = system.clone();
+        let outer = system.get_or_spawn_named("me", SpawnOptions::new(), move || {
+            let again = inner.get_or_spawn_named("me", SpawnOptions::new(), || Made);
+            assert_eq!(
+                again.unwrap_err(),
+                troupe::RegistryError::Taken("me".into())
+            );
+            Made
+        });
+        assert!(outer.is_ok());
+        system.shutdown();
+    });
+}
