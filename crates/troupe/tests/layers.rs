@@ -27,7 +27,11 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 fn layer_order() -> Vec<String> {
     let lib = std::fs::read_to_string(src().join("lib.rs")).expect("lib.rs");
     lib.lines()
-        .filter_map(|line| line.trim().strip_prefix("mod "))
+        .filter_map(|line| {
+            let line = line.trim();
+            line.strip_prefix("mod ")
+                .or_else(|| line.strip_prefix("pub mod "))
+        })
         .map(|rest| rest.trim_end_matches(';').trim().to_owned())
         .collect()
 }
