@@ -40,6 +40,7 @@
 
 mod book;
 mod client;
+pub mod cluster;
 pub mod dist;
 pub mod dist_harness;
 mod engine;
@@ -51,11 +52,13 @@ pub mod load;
 mod log;
 mod mapped;
 mod market;
+pub mod nats_cluster;
 mod order;
 mod receiver;
 mod scenario;
 mod session;
 mod shard;
+pub mod sim_cluster;
 
 pub use book::{Fill, OrderBook, Resting, Trade};
 pub use client::{BlockingClient, Confirmation, OrderError};
