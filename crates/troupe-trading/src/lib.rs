@@ -43,6 +43,7 @@ mod client;
 pub mod cluster;
 pub mod dist;
 pub mod dist_harness;
+pub mod dist_sim;
 mod engine;
 mod exchange;
 mod flush;

@@ -718,7 +718,26 @@ impl World {
             return;
         };
         match event {
-            NodeEvent::Primary { .. } => state.counters.primaries += 1,
+            NodeEvent::Primary { node, epoch, .. } => {
+                state.counters.primaries += 1;
+                // It holds every order acknowledged so far, each at its sequence number.
+                let log = state.logs.get(node).map(Vec::as_slice).unwrap_or_default();
+                let mut lost = Vec::new();
+                for ((_, seq), a) in state.acks.range((pair, 0)..=(pair, u64::MAX)) {
+                    let held = log
+                        .get(*seq as usize - 1)
+                        .map(|o| (o.client().0, o.client_order_id()));
+                    if held != Some(a.key) {
+                        lost.push(format!(
+                            "lost: {node} became primary of pair {pair} at epoch {epoch} \
+                             holding {held:?} at seq {seq}, where {:?} was acknowledged by {} \
+                             (epoch {})",
+                            a.key, a.node, a.epoch
+                        ));
+                    }
+                }
+                state.violations.extend(lost);
+            }
             NodeEvent::Acked {
                 node,
                 epoch,

@@ -1,0 +1,97 @@
+//! The distributed mode in deterministic simulation (`troupe_trading::dist_sim`): every node
+//! of every pair, the clients, the network and the key-value store in one simulation per seed,
+//! with kills, pauses past the lease, partitions and a lossy, doubling network; the core
+//! promises checked in every run (see the module note of `dist_sim`).
+//!
+//! `TROUPE_SIM_SEEDS=<n>` runs more seeds, `TROUPE_SIM_SEED=<replay line>` replays one run
+//! (the line a failure prints). The long run: `TROUPE_SIM_SEEDS=100000 cargo test --release
+//! -p troupe-trading --test dist_simulation -- --ignored` (the crate's README gives its time).
+
+use troupe::sim::{Explore, Simulation, Strategy};
+use troupe_trading::dist_sim::{run, run_seed, Scenario};
+
+/// Past failures, replayed first: (none of the core promises has failed yet).
+const CORPUS: &[&str] = &[];
+
+fn core(name: &str, seeds: u64) -> Explore {
+    Explore::new(name)
+        .seeds(seeds)
+        .strategies(&[Strategy::Random, Strategy::Pct { depth: 3 }])
+        .corpus(CORPUS)
+}
+
+#[test]
+fn no_acknowledged_order_is_lost_and_no_two_primaries_under_faults() {
+    let summary = core("dist_core", 40).run(|sim| {
+        let outcome = run(sim, &Scenario::default());
+        if let Err(e) = outcome.check() {
+            panic!("{e}\n{outcome}");
+        }
+    });
+    eprintln!(
+        "dist_core: {} runs, {} steps, {:?}",
+        summary.runs, summary.steps, summary.elapsed
+    );
+}
+
+#[test]
+fn without_faults_the_replicas_hold_one_history() {
+    let scenario = Scenario {
+        faults: false,
+        fault_phase: std::time::Duration::from_secs(5),
+        ..Scenario::default()
+    };
+    Explore::new("dist_calm")
+        .seeds(10)
+        .strategies(&[Strategy::Random, Strategy::Pct { depth: 3 }])
+        .run(|sim| {
+            let outcome = run(sim, &scenario);
+            outcome.check().unwrap();
+            outcome.check_converged().unwrap();
+            assert!(outcome.acked > 0, "{outcome}");
+        });
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let (a, b) = (run_seed(11), run_seed(11));
+    assert_eq!(
+        (a.steps, a.acked, a.placed, a.simulated, a.counters.clone()),
+        (b.steps, b.acked, b.placed, b.simulated, b.counters.clone())
+    );
+    assert!(a.acked > 0 && a.kills + a.pauses + a.cuts > 0, "{a}");
+    let c = run_seed(12);
+    assert_ne!(a.steps, c.steps, "another seed, another run");
+}
+
+#[test]
+fn the_scenario_runs_in_a_given_simulation() {
+    let sim = Simulation::builder()
+        .seed(3)
+        .strategy(Strategy::Pct { depth: 3 })
+        .build()
+        .unwrap();
+    let outcome = run(&sim, &Scenario::default());
+    assert_eq!(outcome.seed, 3);
+    assert!(outcome.simulated >= std::time::Duration::from_secs(20));
+}
+
+/// The opt-in long run: the same checks over many seeds (100,000 unless `TROUPE_SIM_SEEDS`
+/// says otherwise), in parallel over the cores.
+#[test]
+#[ignore = "long: minutes; run with --ignored"]
+fn long_run_of_the_core_promises() {
+    let summary = core("dist_core_long", 100_000).run(|sim| {
+        let outcome = run(sim, &Scenario::default());
+        if let Err(e) = outcome.check() {
+            panic!("{e}\n{outcome}");
+        }
+    });
+    eprintln!(
+        "dist_core_long: {} runs, {} steps, {:?} ({:.0} seeds per minute)",
+        summary.runs,
+        summary.steps,
+        summary.elapsed,
+        summary.runs as f64 * 60.0 / summary.elapsed.as_secs_f64()
+    );
+}
