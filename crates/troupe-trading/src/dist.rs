@@ -8,8 +8,8 @@
 //!   `pair-<p>` names the nodes that hold every acknowledged order of the pair (the primary,
 //!   and the standby once it is in step).
 //! - A node takes the lease only with a create (it fails if any node holds it), and only if the
-//!   sync key names it (or does not exist yet: a new pair). Its epoch is the revision of that
-//!   create, which only grows.
+//!   sync key names it (or the store says it does not exist: a new pair; a read that fails is
+//!   no answer). Its epoch is the revision of that create, which only grows.
 //! - The primary renews every `lease / 4` with a compare-and-set on the revision it holds. If
 //!   another node holds the lease, it exits at once (code 3). If the lease expired while the
 //!   store could not be reached and nobody took it, it takes it again (a new epoch) only while
@@ -18,7 +18,7 @@
 //!   passed since it sent its last successful renewal (its own clock), since by then the entry
 //!   may have expired on the server; orders in flight then wait, their sequence numbers taken,
 //!   until the lease is renewed or lost.
-//! - Replication is apply-after-ack: the primary sends `Replicate { epoch, seq, order }`, the
+//! - Replication is apply-after-ack: the primary sends `Replicate { epoch, seq, order, .. }`, the
 //!   standby applies and logs it and answers, and only then does the primary apply, log and
 //!   acknowledge. So the standby always holds every order the primary holds, a killed primary's
 //!   log is a prefix of the survivor's, and a restarted node catches up by fetching what follows
@@ -26,6 +26,24 @@
 //! - A standby that stops answering is dropped: the primary first rewrites the sync key without
 //!   it (compare-and-set), and only then acknowledges alone. A dropped standby cannot take over.
 //! - A standby refuses `Replicate` from an epoch older than one it has seen.
+//! - One history: every node keeps a digest of its history at each sequence number (a chain
+//!   over the orders' keys, [`digest`]). `Replicate { .., prev }` carries the primary's digest
+//!   before the order; the standby applies it only after the same history, and confirms an
+//!   order it already holds only if it is the same order after the same history (and then only
+//!   that number). `Join` carries the joining node's digest, which must be the primary's at
+//!   that number; the catch-up that answers it is compared with what the node applied since.
+//!   So a standby that confirms sequence number `n` holds the primary's orders `1..=n`, and the
+//!   sync key never names a node whose history left the primary's. (Comparing only the last
+//!   order's key, and confirming any number already held, let such a node be named and take
+//!   over without an acknowledged order: found in simulation, see `dist_sim`.) A node whose
+//!   history left the primary's (it holds orders of an earlier primary that were never
+//!   acknowledged) is never named again, but keeps them: it does not rejoin until an operator
+//!   cuts its log back; see the crate's README.
+//!
+//! ## Where it runs
+//! The node logic is generic over [`Cluster`](crate::cluster::Cluster): NATS in production
+//! (`nats_cluster.rs`), a simulated cluster in `troupe::sim` tests (`sim_cluster.rs`,
+//! `dist_sim.rs`).
 //!
 //! ## Clients
 //! A client asks `Submit` of any receiver (the queue group `trading.receive`), which validates
@@ -45,7 +63,7 @@ use serde::{Deserialize, Serialize};
 use troupe::{Actor, Addr, Context, Deferred, Handler, Message, System};
 use troupe_remote::{Node, NodeOptions, RemoteError, RemoteMessage};
 
-use crate::cluster::{Cluster, Export, KeyValue, Network, NodeEvent, OrderLog, Peer};
+use crate::cluster::{Cluster, Export, KeyValue, KvError, Network, NodeEvent, OrderLog, Peer};
 use crate::log::{Journal, LogMode};
 use crate::market::Market;
 use crate::nats_cluster::{JournalLog, NatsCluster};
@@ -91,6 +109,23 @@ impl WireOrder {
             volume: order.volume() as i32,
         }
     }
+}
+
+/// The digest of a history after `order`, given the digest before it (0 for the empty
+/// history): a chain over the orders' keys, so that two histories with equal digests at
+/// sequence number `n` hold the same orders `1..=n` (collisions aside: 64 bits, not
+/// adversarial). A standby checks it before it applies or confirms an order, and a primary
+/// before it lets a node join: comparing only the last order's key let a standby whose
+/// history differed further back join, be named in the sync record and take over without an
+/// acknowledged order (found in simulation: `dist_sim`, seed `1:pct3:-`).
+pub fn digest(before: u64, order: &Order) -> u64 {
+    let mut z = before
+        ^ (u64::from(order.client().0) << 32 | 0x5851_F42D)
+        ^ order.client_order_id().rotate_left(17);
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// An acknowledged order.
@@ -146,9 +181,13 @@ pub struct Replicate {
     pub seq: u64,
     /// The order.
     pub order: WireOrder,
+    /// The digest of the sender's history before the order (orders `1..seq`): the standby
+    /// applies or confirms the order only where its own history is the same.
+    pub prev: u64,
 }
 impl RemoteMessage for Replicate {
     const NAME: &'static str = "trading.replicate";
+    const VERSION: u16 = 2;
 }
 
 /// A node asks the primary to be its standby: the orders after `applied` come back.
@@ -159,11 +198,12 @@ pub struct Join {
     pub node: String,
     /// Orders it holds.
     pub applied: u64,
-    /// The key of its last order, to check its history is a prefix of the primary's.
-    pub last: Option<(u32, u64)>,
+    /// The digest of its history ([`digest`]), to check it is a prefix of the primary's.
+    pub digest: u64,
 }
 impl RemoteMessage for Join {
     const NAME: &'static str = "trading.join";
+    const VERSION: u16 = 2;
 }
 
 /// What a node holds.
@@ -347,6 +387,7 @@ pub(crate) fn spawn_node<C: Cluster>(
         cluster: cluster.clone(),
         shard,
         log: setup.log,
+        chain: chain_of(&setup.history),
         history: setup.history,
         mode: Mode::Standby,
         epoch: 0,
@@ -390,6 +431,16 @@ pub(crate) fn spawn_node<C: Cluster>(
     Ok(NodeActors { engine, receiver })
 }
 
+/// The digests of a history's prefixes (see [`digest`]).
+fn chain_of(history: &[Order]) -> Vec<u64> {
+    let mut chain = Vec::with_capacity(history.len() + 1);
+    chain.push(0);
+    for order in history {
+        chain.push(digest(*chain.last().expect("not empty"), order));
+    }
+    chain
+}
+
 /// A node's actors, as [`spawn_node`] started them.
 pub(crate) struct NodeActors<C: Cluster> {
     pub(crate) engine: Addr<Engine<C>>,
@@ -418,10 +469,14 @@ impl<C: Cluster> Clone for Lease<C> {
 }
 
 impl<C: Cluster> Lease<C> {
-    async fn read_sync(&self) -> Option<(InSync, u64)> {
-        let entry = self.cluster.syncs().entry(&self.key).await.ok()??;
-        let value = serde_json::from_slice(&entry.value).ok()?;
-        Some((value, entry.revision))
+    /// The sync record: `Ok(None)` only if the store says there is none (a new pair); a store
+    /// that cannot answer, or a record that does not read, is an error.
+    async fn read_sync(&self) -> Result<Option<(InSync, u64)>, KvError> {
+        let Some(entry) = self.cluster.syncs().entry(&self.key).await? else {
+            return Ok(None);
+        };
+        let value = serde_json::from_slice(&entry.value).map_err(|e| KvError(e.to_string()))?;
+        Ok(Some((value, entry.revision)))
     }
 
     /// Rewrites the sync key (compare-and-set on the revision read). False only when another
@@ -470,11 +525,16 @@ impl<C: Cluster> Lease<C> {
             if leases.entry(&self.key).await.ok().flatten().is_some() {
                 continue;
             }
+            // Only a record the store says is absent makes any node eligible: a read that
+            // failed (a store electing a leader, a lost answer) is not "no record" (taking it
+            // for one let a node without the acknowledged orders take over: found in
+            // simulation, `dist_sim` seed `9:pct3:-`).
             let eligible = match self.read_sync().await {
-                None => true,
-                Some((sync, _)) => {
+                Ok(None) => true,
+                Ok(Some((sync, _))) => {
                     sync.primary == self.name || sync.standby.as_deref() == Some(&self.name)
                 }
+                Err(_) => false,
             };
             if !eligible {
                 continue;
@@ -547,7 +607,7 @@ impl<C: Cluster> Lease<C> {
                             // Only while the sync record still names this node primary: a
                             // standby that took over meanwhile named itself before it
                             // acknowledged anything, and its orders are not here.
-                            let named = matches!(self.read_sync().await, Some((sync, _)) if sync.primary == self.name);
+                            let named = matches!(self.read_sync().await, Ok(Some((sync, _))) if sync.primary == self.name);
                             if !named {
                                 self.cluster.exit(
                                     3,
@@ -622,17 +682,20 @@ pub(crate) struct Engine<C: Cluster> {
     shard: Shard,
     log: Box<dyn OrderLog>,
     history: Vec<Order>,
+    /// `chain[n]`: the digest of the first `n` orders of `history` (`chain[0] == 0`).
+    chain: Vec<u64>,
     mode: Mode,
     epoch: u64,
     lease_until: Instant,
     standby: Option<StandbyLink<C>>,
     /// Primary: orders sent to the standby, not yet applied here.
-    inflight: VecDeque<(u64, Order, PlaceReply)>,
+    /// (seq, order, reply, the digest of the history after it).
+    inflight: VecDeque<(u64, Order, PlaceReply, u64)>,
     inflight_keys: HashSet<OrderKey>,
     /// Primary: the most orders the standby has said it holds.
     standby_holds: u64,
     /// Standby: orders that arrived ahead of a gap, by sequence number.
-    buffered: BTreeMap<u64, (Order, Deferred<Result<u64, String>>)>,
+    buffered: BTreeMap<u64, (Order, u64, Deferred<Result<u64, String>>)>,
     lease: Option<Lease<C>>,
     me: Option<Addr<Engine<C>>>,
 }
@@ -695,7 +758,7 @@ impl<C: Cluster> Handler<BecomePrimary> for Engine<C> {
         self.lease_until = m.until;
         self.standby = None;
         // Orders held for a gap will never be filled by the old primary.
-        for (_, (_, reply)) in std::mem::take(&mut self.buffered) {
+        for (_, (_, _, reply)) in std::mem::take(&mut self.buffered) {
             let _ = reply.send(Err("the standby became primary".into()));
         }
         eprintln!(
@@ -738,16 +801,21 @@ impl<C: Cluster> Engine<C> {
         matches!(self.mode, Mode::Primary) && self.cluster.now() < self.lease_until
     }
 
-    fn last_key(&self) -> Option<(u32, u64)> {
-        self.history
-            .last()
-            .map(|o| (o.client().0, o.client_order_id()))
+    /// Primary: the digest of the history once the orders in flight are applied.
+    fn inflight_head(&self) -> u64 {
+        self.inflight.back().map_or(self.head(), |(_, _, _, d)| *d)
+    }
+
+    /// The digest of the whole history.
+    fn head(&self) -> u64 {
+        *self.chain.last().expect("chain[0] is always there")
     }
 
     /// Applies and logs an order here (every engine, in sequence order).
     fn apply(&mut self, order: &Order) -> Result<u32, String> {
         let fill = self.shard.apply(order).map_err(|e| e.to_string())?;
         self.log.append(order)?;
+        self.chain.push(digest(self.head(), order));
         self.history.push(*order);
         Ok(fill.filled)
     }
@@ -763,7 +831,7 @@ impl<C: Cluster> Engine<C> {
             Join {
                 node: self.name.clone(),
                 applied: self.shard.applied(),
-                last: self.last_key(),
+                digest: self.head(),
             },
             Duration::from_secs(1),
         );
@@ -782,8 +850,12 @@ impl<C: Cluster> Engine<C> {
             if *entry.key() != self.shard.applied() + 1 {
                 break;
             }
-            let (order, reply) = entry.remove();
-            let result = self.apply(&order).map(|_| self.shard.applied());
+            let (order, prev, reply) = entry.remove();
+            let result = if prev == self.head() {
+                self.apply(&order).map(|_| self.shard.applied())
+            } else {
+                Err(self.diverged(self.shard.applied() + 1))
+            };
             let _ = reply.send(result);
         }
     }
@@ -801,11 +873,11 @@ impl<C: Cluster> Engine<C> {
         } else {
             u64::MAX
         };
-        while let Some((seq, _, _)) = self.inflight.front() {
+        while let Some((seq, _, _, _)) = self.inflight.front() {
             if *seq > upto {
                 break;
             }
-            let (seq, order, reply) = self.inflight.pop_front().expect("front");
+            let (seq, order, reply, _) = self.inflight.pop_front().expect("front");
             self.inflight_keys.remove(&order.key());
             let result = self
                 .apply(&order)
@@ -844,6 +916,13 @@ impl<C: Cluster> Handler<Joined> for Engine<C> {
         for (i, wire) in m.orders.iter().enumerate() {
             let seq = m.from + 1 + i as u64;
             if seq <= self.shard.applied() {
+                // Applied here since the join was asked (a late order of an earlier primary,
+                // say): it must be the primary's order at that number, else this history
+                // has left the primary's and nothing more of it is taken.
+                if WireOrder::of(&self.history[seq as usize - 1]) != *wire {
+                    eprintln!("{}", self.diverged(seq));
+                    return;
+                }
                 continue;
             }
             if seq != self.shard.applied() + 1 {
@@ -881,17 +960,31 @@ impl<C: Cluster> Handler<Replicate> for Engine<C> {
             .validate(&m.order.new_order())
             .map_err(|e| e.to_string())?;
         let applied = self.shard.applied();
+        if m.seq == 0 {
+            return Err("sequence number 0".into());
+        }
         if m.seq <= applied {
-            return Ok(applied);
+            // Held already (a resend, a copy): confirmed only if it is the same order after
+            // the same history. Only `seq` is confirmed: what follows it here has not been
+            // compared with the primary's.
+            let n = m.seq as usize;
+            return if self.chain[n - 1] == m.prev && self.chain[n] == digest(m.prev, &order) {
+                Ok(m.seq)
+            } else {
+                Err(self.diverged(m.seq))
+            };
         }
         if m.seq == applied + 1 {
+            if m.prev != self.head() {
+                return Err(self.diverged(m.seq));
+            }
             let result = self.apply(&order).map(|_| self.shard.applied());
             self.drain_buffered();
             return result;
         }
         // Ahead of a gap (the catch-up is still on its way): answered once applied.
         let reply = ctx.reply_later::<Replicate>();
-        self.buffered.insert(m.seq, (order, reply));
+        self.buffered.insert(m.seq, (order, m.prev, reply));
         if self.buffered.len() > 100_000 {
             self.cluster.exit(
                 3,
@@ -902,6 +995,16 @@ impl<C: Cluster> Handler<Replicate> for Engine<C> {
             );
         }
         Ok(0) // ignored: deferred
+    }
+}
+
+impl<C: Cluster> Engine<C> {
+    /// Standby: the answer when this history is not the primary's before `seq`.
+    fn diverged(&self, seq: u64) -> String {
+        format!(
+            "node {}: its history differs from the primary's before or at seq {seq}",
+            self.name
+        )
     }
 }
 
@@ -945,13 +1048,7 @@ impl<C: Cluster> Handler<Join> for Engine<C> {
                 self.history.len()
             ));
         }
-        let expected = applied.checked_sub(1).map(|i| {
-            (
-                self.history[i].client().0,
-                self.history[i].client_order_id(),
-            )
-        });
-        if expected != m.last {
+        if self.chain[applied] != m.digest {
             return Err(format!(
                 "{}'s history is not a prefix of the primary's",
                 m.node
@@ -1030,8 +1127,9 @@ impl<C: Cluster> Handler<Place> for Engine<C> {
                 // Behind orders still in flight: in sequence after them.
                 let seq = self.shard.applied() + self.inflight.len() as u64 + 1;
                 let reply = ctx.reply_later::<Place>();
+                let after = digest(self.inflight_head(), &order);
                 self.inflight_keys.insert(order.key());
-                self.inflight.push_back((seq, order, reply));
+                self.inflight.push_back((seq, order, reply, after));
                 self.settle();
                 return Err(DistError::Unavailable(String::new())); // ignored: deferred
             }
@@ -1051,11 +1149,13 @@ impl<C: Cluster> Handler<Place> for Engine<C> {
             });
         };
         let seq = self.shard.applied() + self.inflight.len() as u64 + 1;
+        let prev = self.inflight_head();
         let ask = standby.replicate.ask(
             Replicate {
                 epoch: self.epoch,
                 seq,
                 order: WireOrder::of(&order),
+                prev,
             },
             Duration::from_millis(500),
         );
@@ -1074,7 +1174,8 @@ impl<C: Cluster> Handler<Place> for Engine<C> {
         });
         let reply = ctx.reply_later::<Place>();
         self.inflight_keys.insert(order.key());
-        self.inflight.push_back((seq, order, reply));
+        self.inflight
+            .push_back((seq, order, reply, digest(prev, &order)));
         Err(DistError::Unavailable(String::new())) // ignored: deferred
     }
 }
