@@ -9,7 +9,9 @@
 //!   and the standby once it is in step).
 //! - A node takes the lease only with a create (it fails if any node holds it), and only if the
 //!   sync key names it (or the store says it does not exist: a new pair; a read that fails is
-//!   no answer). Its epoch is the revision of that create, which only grows.
+//!   no answer), read *after* the create: once the lease is its own no other node
+//!   acknowledges, so that read is final. Its epoch is the revision of that create, which only
+//!   grows.
 //! - The primary renews every `lease / 4` with a compare-and-set on the revision it holds. If
 //!   another node holds the lease, it exits at once (code 3). If the lease expired while the
 //!   store could not be reached and nobody took it, it takes it again (a new epoch) only while
@@ -546,6 +548,21 @@ impl<C: Cluster> Lease<C> {
             else {
                 continue;
             };
+            // Read again, now that the lease is this node's: the read above may be old (the
+            // primary may have dropped this node from the record since, and acknowledged
+            // alone while its lease lasted: found in simulation, `dist_sim` seed
+            // `86:random:-`). From the create on, no other node acknowledges, so this read
+            // is the last word. Not named: the lease is left to expire unused.
+            let named = match self.read_sync().await {
+                Ok(None) => true,
+                Ok(Some((sync, _))) => {
+                    sync.primary == self.name || sync.standby.as_deref() == Some(&self.name)
+                }
+                Err(_) => false,
+            };
+            if !named {
+                continue;
+            }
             let epoch = revision;
             // The sync key names this node alone until a standby is in step.
             let sync = InSync {
@@ -604,9 +621,22 @@ impl<C: Cluster> Lease<C> {
                         // take it again, as any eligible node may (a create fails if another
                         // node was faster). A new epoch.
                         Ok(None) => {
+                            let sent = self.cluster.now();
+                            let Ok(next) = leases
+                                .create(&self.key, Bytes::from(self.name.clone()))
+                                .await
+                            else {
+                                self.cluster.exit(
+                                    3,
+                                    &format!("node {}: lost the lease; exiting", self.name),
+                                );
+                                return;
+                            };
                             // Only while the sync record still names this node primary: a
                             // standby that took over meanwhile named itself before it
-                            // acknowledged anything, and its orders are not here.
+                            // acknowledged anything, and its orders are not here. Read once
+                            // the lease is taken again, so that no takeover can slip in
+                            // between the read and the create.
                             let named = matches!(self.read_sync().await, Ok(Some((sync, _))) if sync.primary == self.name);
                             if !named {
                                 self.cluster.exit(
@@ -618,24 +648,9 @@ impl<C: Cluster> Lease<C> {
                                 );
                                 return;
                             }
-                            let sent = self.cluster.now();
-                            match leases
-                                .create(&self.key, Bytes::from(self.name.clone()))
-                                .await
-                            {
-                                Ok(next) => {
-                                    revision = next;
-                                    let until = sent + self.lease.saturating_sub(self.margin());
-                                    let _ = self.engine.tell(BecomePrimary { epoch: next, until });
-                                }
-                                Err(_) => {
-                                    self.cluster.exit(
-                                        3,
-                                        &format!("node {}: lost the lease; exiting", self.name),
-                                    );
-                                    return;
-                                }
-                            }
+                            revision = next;
+                            let until = sent + self.lease.saturating_sub(self.margin());
+                            let _ = self.engine.tell(BecomePrimary { epoch: next, until });
                         }
                         Ok(Some(_)) => {
                             self.cluster.exit(
