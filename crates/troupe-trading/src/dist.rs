@@ -26,7 +26,9 @@
 //!   log is a prefix of the survivor's, and a restarted node catches up by fetching what follows
 //!   its last order.
 //! - A standby that stops answering is dropped: the primary first rewrites the sync key without
-//!   it (compare-and-set), and only then acknowledges alone. A dropped standby cannot take over.
+//!   it (compare-and-set), and only then acknowledges alone; if a write naming it is still on
+//!   its way, the key is rewritten without it once that write ends. A dropped standby cannot
+//!   take over.
 //! - A standby refuses `Replicate` from an epoch older than one it has seen.
 //! - One history: every node keeps a digest of its history at each sequence number (a chain
 //!   over the orders' keys, [`digest`]). `Replicate { .., prev }` carries the primary's digest
@@ -683,6 +685,8 @@ struct StandbyLink<C: Cluster> {
     listed: bool,
     /// A sync-key change for this standby is under way.
     changing: bool,
+    /// Being dropped: once a write naming it ends, the key is written again without it.
+    dropping: bool,
 }
 
 /// Where a primary's answer to `Place` goes once the order is settled.
@@ -1091,6 +1095,7 @@ impl<C: Cluster> Handler<Join> for Engine<C> {
                 replicate,
                 listed: false,
                 changing: false,
+                dropping: false,
             });
         }
         // At most `JOIN_CHUNK` orders per answer (a NATS message is 1 MB at most); a standby
@@ -1209,7 +1214,7 @@ impl<C: Cluster> Handler<Replicated> for Engine<C> {
         };
         match result {
             Ok(applied) => {
-                if !listed && idle {
+                if !listed && idle && !standby.dropping {
                     // The standby holds every order up to `applied`, and every later
                     // acknowledgement waits for it: name it in the sync key.
                     standby.changing = true;
@@ -1220,8 +1225,12 @@ impl<C: Cluster> Handler<Replicated> for Engine<C> {
             }
             Err(e) => {
                 eprintln!("node {}: dropping the standby {name}: {e}", self.name);
-                if listed {
-                    // Acknowledge alone only once the sync key no longer names it.
+                if listed || !idle {
+                    // Acknowledge alone only once the sync key no longer names it. A write
+                    // naming it may be on its way (`!idle`): it would name it after the
+                    // primary went on alone, so the key is written again once it ends (found
+                    // in simulation, `dist_sim` seed `151:pct3:-`).
+                    standby.dropping = true;
                     if idle {
                         standby.changing = true;
                         self.write_sync(None, ctx);
@@ -1254,7 +1263,7 @@ impl<C: Cluster> Engine<C> {
 }
 
 impl<C: Cluster> Handler<SyncWritten> for Engine<C> {
-    fn handle(&mut self, m: SyncWritten, _: &mut Context<Self>) {
+    fn handle(&mut self, m: SyncWritten, ctx: &mut Context<Self>) {
         if !m.ok {
             self.cluster.exit(
                 3,
@@ -1270,6 +1279,10 @@ impl<C: Cluster> Handler<SyncWritten> for Engine<C> {
                 if let Some(s) = self.standby.as_mut().filter(|s| s.name == name) {
                     s.listed = true;
                     s.changing = false;
+                    if s.dropping {
+                        s.changing = true;
+                        self.write_sync(None, ctx);
+                    }
                 }
             }
             None => {
