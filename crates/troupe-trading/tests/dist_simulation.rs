@@ -42,7 +42,7 @@ fn core(name: &str, seeds: u64) -> Explore {
 
 #[test]
 fn no_acknowledged_order_is_lost_and_no_two_primaries_under_faults() {
-    let summary = core("dist_core", 40).run(|sim| {
+    let summary = core("dist_core", 30).run(|sim| {
         let outcome = run(sim, &Scenario::default());
         if let Err(e) = outcome.check() {
             panic!("{e}\n{outcome}");
