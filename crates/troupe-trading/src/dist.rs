@@ -689,6 +689,9 @@ struct StandbyLink<C: Cluster> {
     dropping: bool,
 }
 
+/// Standby: an order ahead of a gap, the digest before it, and where its answer goes.
+type Buffered = (Order, u64, Deferred<Result<u64, String>>);
+
 /// Where a primary's answer to `Place` goes once the order is settled.
 type PlaceReply = Deferred<Result<DistAck, DistError>>;
 
@@ -714,7 +717,7 @@ pub(crate) struct Engine<C: Cluster> {
     /// Primary: the most orders the standby has said it holds.
     standby_holds: u64,
     /// Standby: orders that arrived ahead of a gap, by sequence number.
-    buffered: BTreeMap<u64, (Order, u64, Deferred<Result<u64, String>>)>,
+    buffered: BTreeMap<u64, Buffered>,
     lease: Option<Lease<C>>,
     me: Option<Addr<Engine<C>>>,
 }

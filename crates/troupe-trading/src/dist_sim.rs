@@ -318,7 +318,7 @@ pub fn run(sim: &Simulation, scenario: &Scenario) -> Outcome {
                 };
                 if world.kill(&victim) {
                     outcome.kills += 1;
-                    let delay = if world.random() % 3 == 0 {
+                    let delay = if world.random().is_multiple_of(3) {
                         Duration::ZERO
                     } else {
                         Duration::from_millis(world.random() % 3_000)
@@ -620,7 +620,7 @@ async fn client(
             client: id,
             client_order_id: n,
             instrument: instrument.0,
-            buy: next() % 2 == 0,
+            buy: next().is_multiple_of(2),
             price: 95 + (next() % 11) as i32,
             volume: 1 + (next() % 10) as i32,
         };
