@@ -143,9 +143,8 @@ pub fn wait_primary(
     None
 }
 
-/// Waits until the two nodes of a pair are primary and standby, and the standby holds every
-/// order the primary held a moment before (with orders flowing, the standby is ahead by those
-/// in flight, so equal counts would be luck); returns (primary, standby) as last seen.
+/// Waits until the two nodes of a pair are primary and standby, and the standby is in step
+/// ([`in_step`]); returns (primary, standby) as last seen.
 pub fn wait_in_step(
     node: &Node,
     pair: usize,
@@ -159,7 +158,7 @@ pub fn wait_in_step(
                 let (primary, standby) = if a.primary { (a, b) } else { (b, a) };
                 // The standby asked again, after the primary answered.
                 if let Some(later) = state(node, pair, &standby.node) {
-                    if !later.primary && later.applied >= primary.applied {
+                    if in_step(&primary, &standby, &later) {
                         return Some((primary, later));
                     }
                 }
@@ -168,6 +167,16 @@ pub fn wait_in_step(
         std::thread::sleep(Duration::from_millis(20));
     }
     None
+}
+
+/// True if a standby is in step with its primary: asked again (`later`) after the primary
+/// answered (`primary`), it holds every order the primary held then. With orders flowing the
+/// standby is ahead by those in flight (it applies each before the primary does), so equal
+/// counts of `primary` and `standby` asked one after the other would be luck. The simulation
+/// (`dist_sim`) decides with this function too.
+pub fn in_step(primary: &NodeState, standby: &NodeState, later: &NodeState) -> bool {
+    let _ = standby;
+    primary.primary && !later.primary && later.applied >= primary.applied
 }
 
 /// `root/<name>` for each name.

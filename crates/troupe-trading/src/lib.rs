@@ -44,8 +44,10 @@
 
 mod book;
 mod client;
+pub mod cluster;
 pub mod dist;
 pub mod dist_harness;
+pub mod dist_sim;
 mod engine;
 mod exchange;
 mod flush;
@@ -55,11 +57,13 @@ pub mod load;
 mod log;
 mod mapped;
 mod market;
+pub mod nats_cluster;
 mod order;
 mod receiver;
 mod scenario;
 mod session;
 mod shard;
+pub mod sim_cluster;
 mod sim_disk;
 pub mod simulation;
 

@@ -1,0 +1,215 @@
+//! The distributed mode's production world ([`cluster`](crate::cluster)'s traits over NATS):
+//! a troupe-remote [`Node`] is the [`Network`], NATS key-value buckets (JetStream) are the
+//! [`KeyValue`] stores, the process is the process. Each method is one call to troupe-remote
+//! or async-nats, as the node logic made before the seam existed.
+
+use std::future::{Future, IntoFuture};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, kv};
+use bytes::Bytes;
+use troupe::{Actor, Addr, Handler};
+use troupe_remote::{ExportBuilder, Node, RemoteError, RemoteRecipient};
+
+use crate::cluster::{Cluster, Export, KeyValue, KvEntry, KvError, Network, OrderLog, Peer, Wire};
+use crate::dist::{NodeConfig, NodeError};
+use crate::log::Journal;
+use crate::order::Order;
+
+impl Network for Node {
+    type Peer<M: Wire> = RemoteRecipient<M>;
+    type Export<A: Actor> = ExportBuilder<A>;
+
+    fn recipient<M: Wire>(&self, name: &str) -> Result<RemoteRecipient<M>, RemoteError> {
+        Node::recipient(self, name)
+    }
+
+    fn export<A: Actor>(&self, name: &str, addr: Addr<A>) -> ExportBuilder<A> {
+        Node::export(self, name, addr)
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.runtime().spawn(task);
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+impl<M: Wire> Peer<M> for RemoteRecipient<M> {
+    fn ask(
+        &self,
+        msg: M,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<M::Reply, RemoteError>> + Send + 'static {
+        RemoteRecipient::ask(self, msg)
+            .timeout(timeout)
+            .into_future()
+    }
+}
+
+impl<A: Actor> Export<A> for ExportBuilder<A> {
+    fn accept<M: Wire>(self) -> Self
+    where
+        A: Handler<M>,
+    {
+        ExportBuilder::accept::<M>(self)
+    }
+
+    fn in_group(self, group: &str) -> Self {
+        ExportBuilder::in_group(self, group)
+    }
+
+    fn start(self) -> Result<(), RemoteError> {
+        self.start_blocking()
+    }
+}
+
+/// A NATS key-value bucket.
+#[derive(Clone)]
+pub struct NatsBucket(kv::Store);
+
+fn kv_error<E: std::fmt::Display>(e: E) -> KvError {
+    KvError(e.to_string())
+}
+
+impl KeyValue for NatsBucket {
+    async fn entry(&self, key: &str) -> Result<Option<KvEntry>, KvError> {
+        let entry = self.0.entry(key.to_string()).await.map_err(kv_error)?;
+        Ok(entry.map(|e| KvEntry {
+            value: e.value,
+            revision: e.revision,
+        }))
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<u64, KvError> {
+        self.0.create(key, value).await.map_err(kv_error)
+    }
+
+    async fn update(&self, key: &str, value: Bytes, revision: u64) -> Result<u64, KvError> {
+        self.0.update(key, value, revision).await.map_err(kv_error)
+    }
+}
+
+const LEASE_BUCKET: &str = "trading_lease";
+const SYNC_BUCKET: &str = "trading_sync";
+
+/// A node's world over NATS: its troupe-remote connection and the two buckets.
+#[derive(Clone)]
+pub struct NatsCluster {
+    node: Node,
+    leases: NatsBucket,
+    syncs: NatsBucket,
+}
+
+fn nats<E: std::fmt::Display>(e: E) -> NodeError {
+    NodeError::Nats(e.to_string())
+}
+
+impl NatsCluster {
+    /// Opens (or creates) the lease and sync buckets on the servers of `config.nats`, with a
+    /// connection of its own for JetStream, beside `node` for messages.
+    pub async fn open(node: Node, config: &NodeConfig) -> Result<Self, NodeError> {
+        let servers: Vec<async_nats::ServerAddr> = config
+            .nats
+            .split(',')
+            .map(|u| u.trim().parse().map_err(nats))
+            .collect::<Result<_, _>>()?;
+        let client = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect(servers)
+            .await
+            .map_err(nats)?;
+        let js = jetstream::new(client);
+        // Replicated on every server of a cluster, up to 3 (a lone server keeps one copy).
+        let replicas = config.nats.split(',').count().clamp(1, 3);
+        let bucket = |name: &str, max_age: Duration| kv::Config {
+            bucket: name.to_string(),
+            history: 1,
+            max_age,
+            num_replicas: replicas,
+            ..Default::default()
+        };
+        // A cluster's JetStream needs a meta leader first: retry for a while.
+        let open = |name: &'static str, max_age: Duration| {
+            let js = js.clone();
+            let config = bucket(name, max_age);
+            async move {
+                let end = Instant::now() + Duration::from_secs(30);
+                loop {
+                    let tried = match js.get_key_value(name).await {
+                        Ok(store) => Ok(store),
+                        Err(_) => js.create_key_value(config.clone()).await.map_err(nats),
+                    };
+                    match tried {
+                        Ok(store) => return Ok(store),
+                        Err(e) if Instant::now() > end => return Err(e),
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+            }
+        };
+        let leases = NatsBucket(open(LEASE_BUCKET, config.lease).await?);
+        let syncs = NatsBucket(open(SYNC_BUCKET, Duration::ZERO).await?);
+        Ok(NatsCluster {
+            node,
+            leases,
+            syncs,
+        })
+    }
+
+    /// The troupe-remote connection.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+}
+
+impl Network for NatsCluster {
+    type Peer<M: Wire> = RemoteRecipient<M>;
+    type Export<A: Actor> = ExportBuilder<A>;
+
+    fn recipient<M: Wire>(&self, name: &str) -> Result<RemoteRecipient<M>, RemoteError> {
+        self.node.recipient(name)
+    }
+
+    fn export<A: Actor>(&self, name: &str, addr: Addr<A>) -> ExportBuilder<A> {
+        self.node.export(name, addr)
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.node.runtime().spawn(task);
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+impl Cluster for NatsCluster {
+    type Bucket = NatsBucket;
+
+    fn leases(&self) -> &NatsBucket {
+        &self.leases
+    }
+
+    fn syncs(&self) -> &NatsBucket {
+        &self.syncs
+    }
+
+    fn exit(&self, code: i32, why: &str) {
+        eprintln!("{why}");
+        std::process::exit(code);
+    }
+}
+
+/// A node's transaction log on disk: each order appended and committed (written per order,
+/// as the log mode promises).
+pub struct JournalLog(pub Journal);
+
+impl OrderLog for JournalLog {
+    fn append(&mut self, order: &Order) -> Result<(), String> {
+        self.0.append(order);
+        self.0.commit().map_err(|e| format!("log: {e}"))
+    }
+}
