@@ -57,6 +57,16 @@
 //! an order is applied at most once, and every acknowledged order is on every node the sync
 //! key names.
 
+/// A node's line on stderr (the operator's view of leases and failovers); silent in a
+/// simulation, whose thousands of runs would flood it.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        if !troupe::sim::is_simulated() {
+            eprintln!($($arg)*)
+        }
+    };
+}
+
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -613,7 +623,7 @@ impl<C: Cluster> Lease<C> {
                 }
                 Err(e) => {
                     // The engine stops acknowledging at `until` whatever happens here.
-                    eprintln!("node {}: lease renewal failed: {}", self.name, e);
+                    note!("node {}: lease renewal failed: {}", self.name, e);
                     match leases.entry(&self.key).await {
                         // Ours still (an answer lost on the way): carry on from its revision.
                         Ok(Some(entry)) if entry.value == self.name.as_bytes() => {
@@ -771,7 +781,7 @@ impl<C: Cluster> Handler<BecomePrimary> for Engine<C> {
             // refuses older ones than it has seen).
             self.epoch = m.epoch;
             self.lease_until = m.until;
-            eprintln!("node {}: primary again at epoch {}", self.name, m.epoch);
+            note!("node {}: primary again at epoch {}", self.name, m.epoch);
             self.settle();
             return;
         }
@@ -783,7 +793,7 @@ impl<C: Cluster> Handler<BecomePrimary> for Engine<C> {
         for (_, (_, _, reply)) in std::mem::take(&mut self.buffered) {
             let _ = reply.send(Err("the standby became primary".into()));
         }
-        eprintln!(
+        note!(
             "node {}: primary of pair {} at epoch {} with {} orders",
             self.name,
             self.pair,
@@ -942,7 +952,7 @@ impl<C: Cluster> Handler<Joined> for Engine<C> {
                 // say): it must be the primary's order at that number, else this history
                 // has left the primary's and nothing more of it is taken.
                 if WireOrder::of(&self.history[seq as usize - 1]) != *wire {
-                    eprintln!("{}", self.diverged(seq));
+                    note!("{}", self.diverged(seq));
                     return;
                 }
                 continue;
@@ -959,7 +969,7 @@ impl<C: Cluster> Handler<Joined> for Engine<C> {
                     }
                 }
                 Err(e) => {
-                    eprintln!("node {}: catching up: a bad order: {}", self.name, e);
+                    note!("node {}: catching up: a bad order: {}", self.name, e);
                     return;
                 }
             }
@@ -1227,7 +1237,7 @@ impl<C: Cluster> Handler<Replicated> for Engine<C> {
                 self.settle();
             }
             Err(e) => {
-                eprintln!("node {}: dropping the standby {name}: {e}", self.name);
+                note!("node {}: dropping the standby {name}: {e}", self.name);
                 if listed || !idle {
                     // Acknowledge alone only once the sync key no longer names it. A write
                     // naming it may be on its way (`!idle`): it would name it after the
