@@ -6,6 +6,8 @@
 //! - `TROUPE_SIM_SEED=<replay>`: runs that one run only (a seed, or a whole replay line
 //!   `seed:strategy:faults[:limit]` as a failure prints it), keeping its trace;
 //! - `TROUPE_SIM_SEEDS=<n>`: how many seeds;
+//! - `TROUPE_SIM_FIRST_SEED=<s>`: the first of them (a long run split over machines or over
+//!   time: `0` and `50000` with 50,000 each is the run of 100,000);
 //! - `TROUPE_SIM_SECONDS=<s>`: the wall-clock budget (seeds not begun by then are skipped);
 //! - `TROUPE_SIM_THREADS=<n>`: threads (default: one per core);
 //! - `TROUPE_SIM_STEP_SECONDS=<s>`: the watchdog's patience (default 120).
@@ -244,7 +246,8 @@ impl Explore {
         self
     }
 
-    /// The first seed (default 0): seeds are `first .. first + n`.
+    /// The first seed (default 0): seeds are `first .. first + n` (`TROUPE_SIM_FIRST_SEED`
+    /// overrides).
     pub fn first_seed(mut self, seed: u64) -> Self {
         self.first_seed = seed;
         self
@@ -390,6 +393,7 @@ impl Explore {
             }
         }
         let seeds = env::<u64>("TROUPE_SIM_SEEDS").unwrap_or(self.seeds);
+        let first_seed = env::<u64>("TROUPE_SIM_FIRST_SEED").unwrap_or(self.first_seed);
         let budget = env::<f64>("TROUPE_SIM_SECONDS")
             .map(Duration::from_secs_f64)
             .or(self.budget);
@@ -427,7 +431,7 @@ impl Explore {
                         s.next += 1;
                         s.next - 1
                     };
-                    let replay = self.replay_of(self.first_seed.wrapping_add(index));
+                    let replay = self.replay_of(first_seed.wrapping_add(index));
                     let mut outcome = run_one(self, &replay, test, false);
                     if let (true, Outcome::Passed { hash, .. }) = (self.check_determinism, &outcome)
                     {
@@ -456,7 +460,7 @@ impl Explore {
         });
         let s = lock();
         if let Some(index) = s.failed {
-            let replay = self.replay_of(self.first_seed.wrapping_add(index));
+            let replay = self.replay_of(first_seed.wrapping_add(index));
             return Err(Box::new(self.report(&replay, runs + index + 1, test)));
         }
         Ok(Summary {
