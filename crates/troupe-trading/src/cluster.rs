@@ -153,6 +153,16 @@ pub enum NodeEvent<'a> {
         /// The order's key (client, client order id).
         key: (u32, u64),
     },
+    /// A standby is about to cut its history and log back to their first `keep` orders,
+    /// dropping `cut` orders that are not its primary's.
+    CutBack {
+        /// The node.
+        node: &'a str,
+        /// Orders kept.
+        keep: u64,
+        /// Orders cut.
+        cut: u64,
+    },
 }
 
 /// A node's world: the network, the lease and sync buckets, its process. See the module
@@ -181,4 +191,8 @@ pub trait Cluster: Network {
 pub trait OrderLog: Send + 'static {
     /// Appends `order` and makes it as durable as the log promises.
     fn append(&mut self, order: &Order) -> Result<(), String>;
+
+    /// Cuts the log back to its first `keep` orders, durably: the orders after them were an
+    /// earlier primary's and never acknowledged at those places (see `dist.rs`, "One history").
+    fn cut_back(&mut self, keep: u64) -> Result<(), String>;
 }

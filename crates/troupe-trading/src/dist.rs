@@ -39,10 +39,23 @@
 //!   So a standby that confirms sequence number `n` holds the primary's orders `1..=n`, and the
 //!   sync key never names a node whose history left the primary's. (Comparing only the last
 //!   order's key, and confirming any number already held, let such a node be named and take
-//!   over without an acknowledged order: found in simulation, see `dist_sim`.) A node whose
-//!   history left the primary's (it holds orders of an earlier primary that were never
-//!   acknowledged) is never named again, but keeps them: it does not rejoin until an operator
-//!   cuts its log back; see the crate's README.
+//!   over without an acknowledged order: found in simulation, see `dist_sim`.)
+//! - A history that left the primary's is cut back to where they part, then catches up. It
+//!   happens after a kill: a standby applies each order before its primary does, so when the
+//!   primary dies (or is paused past its lease) with orders in flight, the standby may hold
+//!   orders the primary never acknowledged, and a primary that comes back (or another node)
+//!   goes on without them. `Join` carries points of the node's history (its digest at its end,
+//!   1, 2, 4, ... orders back, and at 0); the primary answers from the last point it shares,
+//!   with its epoch and its length. The node compares the answered orders with its own, cuts
+//!   its history and its log back at the first that differs ([`OrderLog::cut_back`]), and
+//!   applies the primary's from there; if the answer reached the primary's end and the node
+//!   holds more, it cuts the rest too, except what the primary has confirmed to it since
+//!   (`vouched`). Why no acknowledged order is cut: a primary's history holds every order
+//!   acknowledged so far at its place (the sync key rules above), the node cuts only places
+//!   where its order is not that primary's, and an answer from a primary of an older epoch
+//!   than the node has seen is ignored. (Before, such a node was refused for good and never
+//!   rejoined; one whose catch-up hit a key it held elsewhere crash-looped. Found in
+//!   simulation: `dist_sim`, seeds in `tests/dist_simulation.rs`.)
 //!
 //! ## Where it runs
 //! The node logic is generic over [`Cluster`](crate::cluster::Cluster): NATS in production
@@ -204,20 +217,37 @@ impl RemoteMessage for Replicate {
     const VERSION: u16 = 2;
 }
 
-/// A node asks the primary to be its standby: the orders after `applied` come back.
+/// A node asks the primary to be its standby: the primary's orders after the last point of
+/// its history the node shares come back.
 #[derive(Message, Serialize, Deserialize, Clone, Debug)]
-#[reply(Result<Vec<WireOrder>, String>)]
+#[reply(Result<JoinAnswer, String>)]
 pub struct Join {
     /// The node's name.
     pub node: String,
-    /// Orders it holds.
-    pub applied: u64,
-    /// The digest of its history ([`digest`]), to check it is a prefix of the primary's.
-    pub digest: u64,
+    /// Points of the node's history, newest first: (orders, the [`digest`] of those orders),
+    /// at its end, then 1, 2, 4, ... orders back, then 0 (at most [`MAX_MARKS`]).
+    pub marks: Vec<(u64, u64)>,
 }
 impl RemoteMessage for Join {
     const NAME: &'static str = "trading.join";
-    const VERSION: u16 = 2;
+    const VERSION: u16 = 3;
+}
+
+/// The most points a [`Join`] may carry (a history of 2^62 orders needs 64).
+pub const MAX_MARKS: usize = 80;
+
+/// The primary's answer to [`Join`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct JoinAnswer {
+    /// The primary's epoch.
+    pub epoch: u64,
+    /// The last point of the node's history the primary shares: both hold the same first
+    /// `after` orders.
+    pub after: u64,
+    /// The primary's orders from `after + 1` (at most a chunk: join again for the rest).
+    pub orders: Vec<WireOrder>,
+    /// How many orders the primary held when it answered.
+    pub holds: u64,
 }
 
 /// What a node holds.
@@ -411,6 +441,7 @@ pub(crate) fn spawn_node<C: Cluster>(
         inflight_keys: HashSet::new(),
         standby_holds: 0,
         buffered: BTreeMap::new(),
+        vouched: 0,
         lease: None,
         me: None,
     });
@@ -699,8 +730,9 @@ struct StandbyLink<C: Cluster> {
     dropping: bool,
 }
 
-/// Standby: an order ahead of a gap, the digest before it, and where its answer goes.
-type Buffered = (Order, u64, Deferred<Result<u64, String>>);
+/// Standby: an order ahead of a gap, the digest before it, the epoch that sent it, and where
+/// its answer goes.
+type Buffered = (Order, u64, u64, Deferred<Result<u64, String>>);
 
 /// Where a primary's answer to `Place` goes once the order is settled.
 type PlaceReply = Deferred<Result<DistAck, DistError>>;
@@ -728,6 +760,9 @@ pub(crate) struct Engine<C: Cluster> {
     standby_holds: u64,
     /// Standby: orders that arrived ahead of a gap, by sequence number.
     buffered: BTreeMap<u64, Buffered>,
+    /// Standby: how many of the first orders of its history the primary of `epoch` has
+    /// confirmed are its own (by a catch-up or a `Replicate`); never cut back.
+    vouched: u64,
     lease: Option<Lease<C>>,
     me: Option<Addr<Engine<C>>>,
 }
@@ -790,7 +825,7 @@ impl<C: Cluster> Handler<BecomePrimary> for Engine<C> {
         self.lease_until = m.until;
         self.standby = None;
         // Orders held for a gap will never be filled by the old primary.
-        for (_, (_, _, reply)) in std::mem::take(&mut self.buffered) {
+        for (_, (_, _, _, reply)) in std::mem::take(&mut self.buffered) {
             let _ = reply.send(Err("the standby became primary".into()));
         }
         note!(
@@ -862,18 +897,84 @@ impl<C: Cluster> Engine<C> {
         let ask = primary.ask(
             Join {
                 node: self.name.clone(),
-                applied: self.shard.applied(),
-                digest: self.head(),
+                marks: self.marks(),
             },
             Duration::from_secs(1),
         );
         let Some(me) = self.me.clone() else { return };
-        let from = self.shard.applied();
         self.cluster.spawn(async move {
-            if let Ok(Ok(orders)) = ask.await {
-                let _ = me.tell(Joined { from, orders });
+            if let Ok(Ok(answer)) = ask.await {
+                let _ = me.tell(Joined(answer));
             }
         });
+    }
+
+    /// The points of this history a join offers: its end, 1, 2, 4, ... orders back, what the
+    /// primary vouched for, and 0; newest first.
+    fn marks(&self) -> Vec<(u64, u64)> {
+        let applied = self.shard.applied();
+        let mut at: Vec<u64> = (0..62)
+            .map(|i| applied.saturating_sub((1u64 << i) - 1))
+            .chain([self.vouched, 0])
+            .collect();
+        at.sort_unstable_by(|a, b| b.cmp(a));
+        at.dedup();
+        at.into_iter()
+            .map(|n| (n, self.chain[n as usize]))
+            .collect()
+    }
+
+    /// Standby: a primary of a later epoch is heard from. Nothing of this history is vouched
+    /// for by it yet, and orders buffered from an earlier one will not be filled.
+    fn see_epoch(&mut self, epoch: u64) {
+        if epoch <= self.epoch {
+            return;
+        }
+        self.epoch = epoch;
+        self.vouched = 0;
+        let older: Vec<u64> = self
+            .buffered
+            .iter()
+            .filter(|(_, (_, _, from, _))| *from < epoch)
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in older {
+            if let Some((_, _, from, reply)) = self.buffered.remove(&seq) {
+                let _ = reply.send(Err(format!("epoch {from} is older than {epoch}")));
+            }
+        }
+    }
+
+    /// Standby: cuts the history, the books and the log back to the first `keep` orders (the
+    /// rest are an earlier primary's, never acknowledged at those places: see the module
+    /// note). False if the log could not be cut, and the node has ended to start again from
+    /// its log.
+    fn cut_back(&mut self, keep: u64) -> bool {
+        let cut = self.shard.applied() - keep;
+        note!(
+            "node {}: its last {cut} orders are not the primary's; cutting its log back to {keep} \
+             orders to rejoin",
+            self.name
+        );
+        self.cluster.observe(NodeEvent::CutBack {
+            node: &self.name,
+            keep,
+            cut,
+        });
+        let mut shard = Shard::new(&self.market, self.pair, Role::Primary);
+        let replayed = self.history[..keep as usize]
+            .iter()
+            .try_for_each(|order| shard.replay(order).map(drop).map_err(|e| e.to_string()));
+        if let Err(e) = replayed.and_then(|()| self.log.cut_back(keep)) {
+            self.cluster
+                .exit(3, &format!("node {}: cutting its log back: {e}", self.name));
+            return false;
+        }
+        self.shard = shard;
+        self.history.truncate(keep as usize);
+        self.chain.truncate(keep as usize + 1);
+        self.vouched = self.vouched.min(keep);
+        true
     }
 
     /// Standby: applies buffered orders that now follow.
@@ -882,9 +983,14 @@ impl<C: Cluster> Engine<C> {
             if *entry.key() != self.shard.applied() + 1 {
                 break;
             }
-            let (order, prev, reply) = entry.remove();
+            let (order, prev, epoch, reply) = entry.remove();
             let result = if prev == self.head() {
-                self.apply(&order).map(|_| self.shard.applied())
+                self.apply(&order).map(|_| {
+                    if epoch == self.epoch {
+                        self.vouched = self.shard.applied();
+                    }
+                    self.shard.applied()
+                })
             } else {
                 Err(self.diverged(self.shard.applied() + 1))
             };
@@ -933,46 +1039,54 @@ impl<C: Cluster> Engine<C> {
     }
 }
 
-struct Joined {
-    from: u64,
-    orders: Vec<WireOrder>,
-}
+struct Joined(JoinAnswer);
 impl Message for Joined {
     type Reply = ();
 }
 impl<C: Cluster> Handler<Joined> for Engine<C> {
-    fn handle(&mut self, m: Joined, _: &mut Context<Self>) {
-        if matches!(self.mode, Mode::Primary) {
+    fn handle(&mut self, Joined(answer): Joined, _: &mut Context<Self>) {
+        if matches!(self.mode, Mode::Primary) || answer.epoch < self.epoch {
+            // Primary now, or the answer of a primary older than one heard from since.
             return;
         }
-        for (i, wire) in m.orders.iter().enumerate() {
-            let seq = m.from + 1 + i as u64;
-            if seq <= self.shard.applied() {
-                // Applied here since the join was asked (a late order of an earlier primary,
-                // say): it must be the primary's order at that number, else this history
-                // has left the primary's and nothing more of it is taken.
-                if WireOrder::of(&self.history[seq as usize - 1]) != *wire {
-                    note!("{}", self.diverged(seq));
+        self.see_epoch(answer.epoch);
+        // Both held the first `after` orders when the join was answered. From there, the
+        // primary's orders are compared with those held here, and the history is cut back at
+        // the first that differs.
+        let mut seq = answer.after;
+        for wire in &answer.orders {
+            seq += 1;
+            let applied = self.shard.applied();
+            if seq <= applied {
+                if WireOrder::of(&self.history[seq as usize - 1]) == *wire {
+                    continue;
+                }
+                if !self.cut_back(seq - 1) {
                     return;
                 }
-                continue;
+            } else if seq != applied + 1 {
+                // Cut back since the join was asked: the next join takes it from there.
+                return;
             }
-            if seq != self.shard.applied() + 1 {
-                break;
+            let applied = self
+                .market
+                .validate(&wire.new_order())
+                .map_err(|e| e.to_string())
+                .and_then(|order| self.apply(&order));
+            if let Err(e) = applied {
+                // Cannot happen while the digests hold; the next join starts again.
+                note!("node {}: catching up at seq {seq}: {e}", self.name);
+                return;
             }
-            match self.market.validate(&wire.new_order()) {
-                Ok(order) => {
-                    if let Err(e) = self.apply(&order) {
-                        self.cluster
-                            .exit(3, &format!("node {}: catching up: {}", self.name, e));
-                        return;
-                    }
-                }
-                Err(e) => {
-                    note!("node {}: catching up: a bad order: {}", self.name, e);
-                    return;
-                }
-            }
+        }
+        self.vouched = self.vouched.max(seq.min(self.shard.applied()));
+        // The answer reached the primary's end, and this node holds more: an earlier
+        // primary's orders, unless the primary has confirmed them since.
+        if seq == answer.holds
+            && self.shard.applied() > self.vouched
+            && !self.cut_back(self.vouched)
+        {
+            return;
         }
         self.drain_buffered();
     }
@@ -986,7 +1100,7 @@ impl<C: Cluster> Handler<Replicate> for Engine<C> {
         if m.epoch < self.epoch {
             return Err(format!("epoch {} is older than {}", m.epoch, self.epoch));
         }
-        self.epoch = m.epoch;
+        self.see_epoch(m.epoch);
         let order = self
             .market
             .validate(&m.order.new_order())
@@ -1001,6 +1115,7 @@ impl<C: Cluster> Handler<Replicate> for Engine<C> {
             // compared with the primary's.
             let n = m.seq as usize;
             return if self.chain[n - 1] == m.prev && self.chain[n] == digest(m.prev, &order) {
+                self.vouched = self.vouched.max(m.seq);
                 Ok(m.seq)
             } else {
                 Err(self.diverged(m.seq))
@@ -1010,13 +1125,16 @@ impl<C: Cluster> Handler<Replicate> for Engine<C> {
             if m.prev != self.head() {
                 return Err(self.diverged(m.seq));
             }
-            let result = self.apply(&order).map(|_| self.shard.applied());
+            let result = self.apply(&order).map(|_| {
+                self.vouched = self.shard.applied();
+                self.shard.applied()
+            });
             self.drain_buffered();
             return result;
         }
         // Ahead of a gap (the catch-up is still on its way): answered once applied.
         let reply = ctx.reply_later::<Replicate>();
-        self.buffered.insert(m.seq, (order, m.prev, reply));
+        self.buffered.insert(m.seq, (order, m.prev, m.epoch, reply));
         if self.buffered.len() > 100_000 {
             self.cluster.exit(
                 3,
@@ -1065,27 +1183,24 @@ impl<C: Cluster> Engine<C> {
 }
 
 impl<C: Cluster> Handler<Join> for Engine<C> {
-    fn handle(&mut self, m: Join, _: &mut Context<Self>) -> Result<Vec<WireOrder>, String> {
+    fn handle(&mut self, m: Join, _: &mut Context<Self>) -> Result<JoinAnswer, String> {
         if !self.leased() {
             return Err("not primary".into());
         }
         if !self.inflight.is_empty() {
             return Err("orders in flight; join again".into());
         }
-        let applied = m.applied as usize;
-        if applied > self.history.len() {
-            return Err(format!(
-                "{} holds {applied} orders, the primary {}: histories diverged",
-                m.node,
-                self.history.len()
-            ));
+        if m.marks.len() > MAX_MARKS {
+            return Err(format!("more than {MAX_MARKS} marks"));
         }
-        if self.chain[applied] != m.digest {
-            return Err(format!(
-                "{}'s history is not a prefix of the primary's",
-                m.node
-            ));
-        }
+        // The last point both histories share (0 at least: the empty history).
+        let after = m
+            .marks
+            .iter()
+            .filter(|(n, d)| self.chain.get(*n as usize) == Some(d))
+            .map(|(n, _)| *n as usize)
+            .max()
+            .unwrap_or(0);
         let same = self.standby.as_ref().is_some_and(|s| s.name == m.node);
         if !same
             && self
@@ -1113,11 +1228,13 @@ impl<C: Cluster> Handler<Join> for Engine<C> {
         }
         // At most `JOIN_CHUNK` orders per answer (a NATS message is 1 MB at most); a standby
         // further behind gets the rest by joining again (it does every 300 ms).
-        let end = self.history.len().min(applied + JOIN_CHUNK);
-        Ok(self.history[applied..end]
-            .iter()
-            .map(WireOrder::of)
-            .collect())
+        let end = self.history.len().min(after + JOIN_CHUNK);
+        Ok(JoinAnswer {
+            epoch: self.epoch,
+            after: after as u64,
+            orders: self.history[after..end].iter().map(WireOrder::of).collect(),
+            holds: self.history.len() as u64,
+        })
     }
 }
 

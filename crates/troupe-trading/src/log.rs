@@ -986,6 +986,42 @@ impl Journal {
         synced.and(stopped)
     }
 
+    /// Cuts the log back to its first `keep` records, durably, and appends after them: a
+    /// replica whose last orders are not its primary's (orders of an earlier primary that were
+    /// never acknowledged) drops them before it takes the primary's (see `dist.rs`). Whatever
+    /// was appended and not yet committed is committed first. Refused while a flusher runs
+    /// ([`close`](Journal::close) it first) and for a cut past the end.
+    pub fn cut_back(&mut self, keep: u64) -> Result<(), LogError> {
+        if self.flusher.is_some() {
+            return Err(self.error(io::Error::other("a log is cut back only without a flusher")));
+        }
+        self.commit()?;
+        let held = self.next_seq - 1;
+        if keep > held {
+            return Err(self.error(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a cut to {keep} records, past the end ({held})"),
+            )));
+        }
+        let end = (HEADER_BYTES + keep as usize * RECORD_BYTES) as u64;
+        let result = match &mut self.sink {
+            Sink::Write { file, .. } => file
+                .set_len(end)
+                .and_then(|()| (&**file).seek(SeekFrom::Start(end)).map(|_| ()))
+                .and_then(|()| file.sync_all()),
+            Sink::Mapped(map) => map.cut_back(end).and_then(|()| map.sync()),
+            Sink::Sim { file, .. } => file.set_len(end as usize).and_then(|()| file.flush_now()),
+        };
+        if let Err(source) = result {
+            self.failed = Some(io::Error::new(source.kind(), source.to_string()));
+            return Err(self.error(source));
+        }
+        self.next_seq = keep + 1;
+        self.written = self.written.min(keep);
+        self.durable = self.durable.min(keep);
+        Ok(())
+    }
+
     /// Flushes made (in fsync mode each is one `fdatasync` covering a batch: group commit),
     /// by [`commit`](Journal::commit) and by the flusher.
     pub fn commits(&self) -> u64 {
@@ -1390,6 +1426,64 @@ mod tests {
         assert_eq!(r.orders, (0..10).map(order).collect::<Vec<_>>());
         assert_eq!(r.journal.next_seq(), 11);
         assert!(r.cut.is_none());
+    }
+
+    /// A log cut back keeps its first records, takes new ones after them, and reads back as
+    /// exactly that, in every mode; a buffered log's cut crosses a mapped chunk's boundary.
+    #[test]
+    fn a_log_cut_back_keeps_its_first_records_and_appends_after_them() {
+        let per_chunk = (crate::mapped::CHUNK as usize - HEADER_BYTES) / RECORD_BYTES;
+        for (mode, total, keep) in [
+            (LogMode::Fsync, 10, 7),
+            (LogMode::None, 10, 0),
+            (LogMode::Buffered, 10, 3),
+            (LogMode::Buffered, per_chunk + 100, per_chunk - 5),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut r = Journal::open(dir.path(), 0, Role::Standby, mode).unwrap();
+            for i in 0..total as u64 {
+                r.journal.append(&order(i));
+            }
+            // Some of them not committed yet: the cut commits them first.
+            r.journal.cut_back(keep as u64).unwrap();
+            assert_eq!(r.journal.next_seq(), keep as u64 + 1);
+            assert!(r.journal.cut_back(keep as u64 + 1).is_err(), "past the end");
+            for i in 0..3 {
+                r.journal.append(&order(1_000_000 + i));
+            }
+            r.journal.commit().unwrap();
+            drop(r);
+            let back = Journal::open(dir.path(), 0, Role::Standby, mode).unwrap();
+            let expected: Vec<Order> = (0..keep as u64)
+                .chain(1_000_000..1_000_003)
+                .map(order)
+                .collect();
+            assert_eq!(back.orders.len(), expected.len(), "{mode:?}");
+            assert!(
+                back.orders == expected,
+                "{mode:?}: the records read back differ"
+            );
+            assert!(back.cut.is_none(), "{mode:?}: a clean end, not a torn tail");
+        }
+    }
+
+    /// The same on a simulated disk (the logs of `troupe::sim` runs).
+    #[test]
+    fn a_log_on_a_simulated_disk_is_cut_back_too() {
+        let sim = troupe::sim::Simulation::new(5);
+        let disk = SimDisk::new(sim.system());
+        for (pair, mode) in [(0, LogMode::Fsync), (1, LogMode::Buffered)] {
+            let mut r = Journal::open_in(Place::Sim(&disk), pair, Role::Standby, mode).unwrap();
+            for i in 0..8 {
+                r.journal.append(&order(i));
+            }
+            r.journal.cut_back(5).unwrap();
+            r.journal.append(&order(99));
+            r.journal.commit().unwrap();
+            let scan = Journal::scan_in(Place::Sim(&disk), pair, Role::Standby).unwrap();
+            let expected: Vec<Order> = (0..5).chain([99]).map(order).collect();
+            assert!(scan.orders == expected, "{mode:?}");
+        }
     }
 
     #[test]

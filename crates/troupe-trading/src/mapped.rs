@@ -12,10 +12,12 @@
 //! zeros as the clean end of the log. Dropping the appender trims that zero tail, so a clean
 //! stop leaves a file of exactly its records; after a crash, recovery trims it.
 //!
-//! Invariant: `map` points to `CHUNK` bytes mapped read-write and shared from the file at
-//! offset `map_offset`, and the file is at least `map_offset + CHUNK` long, for as long as the
-//! appender lives. Nothing else in the program truncates the file meanwhile (another process
-//! doing so would make a store fault: do not edit live logs).
+//! Invariant: `map`, when it is `Some`, points to `CHUNK` bytes mapped read-write and shared
+//! from the file at offset `map_offset`, and the file is at least `map_offset + CHUNK` long.
+//! It is `None` only after a cut ([`MappedAppender::cut_back`]) failed between dropping the old
+//! mapping and making the new one; every later append and sync then fails. Nothing else in the
+//! program truncates the file meanwhile (another process doing so would make a store fault: do
+//! not edit live logs).
 
 use std::fs::File;
 use std::io;
@@ -29,7 +31,8 @@ pub(crate) const CHUNK: u64 = 8 << 20;
 #[derive(Debug)]
 pub(crate) struct MappedAppender {
     file: File,
-    map: NonNull<u8>,
+    /// The live mapping (see the module invariant).
+    map: Option<NonNull<u8>>,
     map_offset: u64,
     /// File offset of the next byte to write.
     pos: u64,
@@ -46,7 +49,7 @@ impl MappedAppender {
         let map = map_chunk(&file, map_offset)?;
         Ok(MappedAppender {
             file,
-            map,
+            map: Some(map),
             map_offset,
             pos,
         })
@@ -56,6 +59,7 @@ impl MappedAppender {
     #[inline]
     pub(crate) fn append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
+            let map = self.live()?;
             let in_chunk = (self.pos - self.map_offset) as usize;
             let room = CHUNK as usize - in_chunk;
             if room == 0 {
@@ -65,27 +69,61 @@ impl MappedAppender {
             let n = room.min(bytes.len());
             // SAFETY: `in_chunk + n <= CHUNK`, so the destination lies inside the live mapping
             // (module invariant); the source is a distinct Rust slice, so they cannot overlap.
-            unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), self.map.as_ptr().add(in_chunk), n) };
+            unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), map.as_ptr().add(in_chunk), n) };
             self.pos += n as u64;
             bytes = &bytes[n..];
         }
         Ok(())
     }
 
+    fn live(&self) -> io::Result<NonNull<u8>> {
+        self.map
+            .ok_or_else(|| io::Error::other("the log's mapping was lost by a failed cut"))
+    }
+
     fn next_chunk(&mut self) -> io::Result<()> {
         let next = self.map_offset + CHUNK;
         let map = map_chunk(&self.file, next)?;
-        // SAFETY: the old mapping came from `map_chunk` with length CHUNK and is no longer used.
-        unsafe { libc::munmap(self.map.as_ptr().cast(), CHUNK as usize) };
-        self.map = map;
+        self.unmap();
+        self.map = Some(map);
         self.map_offset = next;
+        Ok(())
+    }
+
+    /// Drops the live mapping, if any.
+    fn unmap(&mut self) {
+        if let Some(map) = self.map.take() {
+            // SAFETY: the mapping came from `map_chunk` with length CHUNK, and it is taken out
+            // of `self`, so nothing uses it after this.
+            unsafe { libc::munmap(map.as_ptr().cast(), CHUNK as usize) };
+        }
+    }
+
+    /// Cuts the file back to `pos` bytes (at most the current end) and appends from there.
+    /// The live mapping is dropped first (no store can reach bytes past the new end), the file
+    /// shortened, and the chunk holding `pos` mapped again; what followed `pos` reads as
+    /// zeros, the log's clean end. On an error the appender is left without a mapping and
+    /// every later append fails.
+    pub(crate) fn cut_back(&mut self, pos: u64) -> io::Result<()> {
+        if pos > self.pos {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a cut beyond the end of the log",
+            ));
+        }
+        self.unmap();
+        self.file.set_len(pos)?;
+        self.pos = pos;
+        self.map_offset = pos / CHUNK * CHUNK;
+        self.map = Some(map_chunk(&self.file, self.map_offset)?);
         Ok(())
     }
 
     /// Flushes everything appended so far to the disk.
     pub(crate) fn sync(&mut self) -> io::Result<()> {
+        let map = self.live()?;
         // SAFETY: the range is the live mapping (module invariant).
-        let r = unsafe { libc::msync(self.map.as_ptr().cast(), CHUNK as usize, libc::MS_SYNC) };
+        let r = unsafe { libc::msync(map.as_ptr().cast(), CHUNK as usize, libc::MS_SYNC) };
         if r != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -96,8 +134,7 @@ impl MappedAppender {
 
 impl Drop for MappedAppender {
     fn drop(&mut self) {
-        // SAFETY: as in `next_chunk`; the mapping is not used after this.
-        unsafe { libc::munmap(self.map.as_ptr().cast(), CHUNK as usize) };
+        self.unmap();
         // Trim the zero tail; if this fails, the next recovery trims it.
         let _ = self.file.set_len(self.pos);
     }

@@ -212,4 +212,8 @@ impl OrderLog for JournalLog {
         self.0.append(order);
         self.0.commit().map_err(|e| format!("log: {e}"))
     }
+
+    fn cut_back(&mut self, keep: u64) -> Result<(), String> {
+        self.0.cut_back(keep).map_err(|e| format!("log: {e}"))
+    }
 }

@@ -175,6 +175,10 @@ pub struct Counters {
     pub acks: u64,
     /// Node processes that ended by themselves (`exit`).
     pub exits: u64,
+    /// Times a standby cut its history back to rejoin its primary.
+    pub cut_backs: u64,
+    /// Orders those cuts dropped.
+    pub orders_cut: u64,
 }
 
 struct Process {
@@ -738,6 +742,32 @@ impl World {
                 }
                 state.violations.extend(lost);
             }
+            NodeEvent::CutBack { node, keep, cut } => {
+                state.counters.cut_backs += 1;
+                state.counters.orders_cut += cut;
+                // A cut starts where the node's history leaves the acknowledged one: if its
+                // first `keep + 1` orders are each the one acknowledged at its place (where
+                // one is, and one is at `keep + 1`), the cut drops an acknowledged order.
+                let log = state.logs.get(node).map(Vec::as_slice).unwrap_or_default();
+                let key = |o: &Order| (o.client().0, o.client_order_id());
+                let acked_at = |seq: u64| state.acks.get(&(pair, seq)).map(|a| a.key);
+                let mut wrong = Vec::new();
+                if let Some(first) = log.get(keep as usize) {
+                    let seq = keep + 1;
+                    let same_before = log[..keep as usize]
+                        .iter()
+                        .enumerate()
+                        .all(|(i, o)| acked_at(i as u64 + 1).is_none_or(|k| k == key(o)));
+                    if same_before && acked_at(seq) == Some(key(first)) {
+                        wrong.push(format!(
+                            "lost: {node} cut back to {keep} orders, dropping {:?}, \
+                             acknowledged at seq {seq} of pair {pair} after the same orders",
+                            key(first)
+                        ));
+                    }
+                }
+                state.violations.extend(wrong);
+            }
             NodeEvent::Acked {
                 node,
                 epoch,
@@ -1147,16 +1177,34 @@ struct SimulatedLog {
     link: SimulatedLink,
 }
 
-impl OrderLog for SimulatedLog {
-    fn append(&mut self, order: &Order) -> Result<(), String> {
-        let world = &self.link.world;
-        let mut state = world.state();
+impl SimulatedLog {
+    /// Runs `f` on the log, while the process that writes it lives.
+    fn with<R>(&self, f: impl FnOnce(&mut Vec<Order>) -> R) -> Result<R, String> {
+        let mut state = self.link.world.state();
         let p = &state.processes[self.link.process];
         if !p.alive || p.incarnation != self.link.incarnation {
             return Err("the process has ended".into());
         }
         let name = p.name.clone();
-        state.logs.entry(name).or_default().push(*order);
-        Ok(())
+        Ok(f(state.logs.entry(name).or_default()))
+    }
+}
+
+impl OrderLog for SimulatedLog {
+    fn append(&mut self, order: &Order) -> Result<(), String> {
+        self.with(|log| log.push(*order))
+    }
+
+    fn cut_back(&mut self, keep: u64) -> Result<(), String> {
+        self.with(|log| {
+            if keep as usize > log.len() {
+                return Err(format!(
+                    "a cut to {keep} orders, past the end ({})",
+                    log.len()
+                ));
+            }
+            log.truncate(keep as usize);
+            Ok(())
+        })?
     }
 }
