@@ -233,12 +233,10 @@ struct Later(u64);
 impl Message for Later {
     type Reply = u64;
 }
-impl Handler<Later> for Responder {
-    fn handle(&mut self, msg: Later, ctx: &mut Context<Self>) -> u64 {
-        let reply = ctx.reply_later::<Later>();
+impl troupe::DeferredHandler<Later> for Responder {
+    fn handle(&mut self, msg: Later, reply: troupe::Deferred<u64>, ctx: &mut Context<Self>) {
         // Cannot fail: an actor's own mailbox is open while it handles a message.
         let _ = ctx.myself().tell(Answer(msg.0 + 1, reply));
-        0
     }
 }
 
@@ -246,11 +244,9 @@ struct Piped(u64);
 impl Message for Piped {
     type Reply = u64;
 }
-impl Handler<Piped> for Responder {
-    fn handle(&mut self, msg: Piped, ctx: &mut Context<Self>) -> u64 {
-        let reply = ctx.reply_later::<Piped>();
+impl troupe::DeferredHandler<Piped> for Responder {
+    fn handle(&mut self, msg: Piped, reply: troupe::Deferred<u64>, ctx: &mut Context<Self>) {
         ctx.pipe(async move { msg.0 + 1 }, move |value| Answer(value, reply));
-        0
     }
 }
 
@@ -284,10 +280,10 @@ impl ReplyKind {
         match self {
             ReplyKind::Plain => "the handler returns the reply",
             ReplyKind::Deferred => {
-                "the reply deferred (ctx.reply_later) and sent when a message the responder sent itself arrives"
+                "a DeferredHandler whose reply is sent when a message the responder sent itself arrives"
             }
             ReplyKind::DeferredPipe => {
-                "the reply deferred (ctx.reply_later) and sent from a pipe continuation of a finished future"
+                "a DeferredHandler whose reply is sent from a pipe continuation of a finished future"
             }
         }
     }

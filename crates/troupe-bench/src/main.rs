@@ -82,7 +82,7 @@ enum Command {
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
         failures: u64,
     },
-    /// Ask round trips between two actors: a plain reply, and one deferred (ctx.reply_later)
+    /// Ask round trips between two actors: a plain reply, and one deferred (a DeferredHandler)
     /// and sent from a pipe continuation.
     Ask {
         /// Asks per measurement (1-1000000000).

@@ -80,9 +80,9 @@ pub fn serve(url: &str, config: &SystemConfig) -> Result<()> {
     let node = Node::connect_blocking(url, NodeOptions::default())
         .with_context(|| format!("connecting to {url}"))?;
     node.export(ECHO, system.spawn(Echo::default()))
-        .accept::<Ping>()
-        .accept::<Tick>()
-        .accept::<Count>()
+        .accept::<Ping, _>()
+        .accept::<Tick, _>()
+        .accept::<Count, _>()
         .start_blocking()
         .context("exporting the echo actor")?;
     let raw = node.block_on(async_nats::connect(url))?;

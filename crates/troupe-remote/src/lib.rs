@@ -30,7 +30,7 @@
 //! // In one process:
 //! let system = System::new();
 //! let node = Node::connect_blocking("nats://127.0.0.1:4222", NodeOptions::default()).unwrap();
-//! node.export("counter", system.spawn(Counter(0))).accept::<Add>().start_blocking().unwrap();
+//! node.export("counter", system.spawn(Counter(0))).accept::<Add, _>().start_blocking().unwrap();
 //!
 //! // In another:
 //! let node = Node::connect_blocking("nats://127.0.0.1:4222", NodeOptions::default()).unwrap();

@@ -14,7 +14,8 @@ use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use tokio::runtime::{Handle, Runtime};
 use tokio::sync::{mpsc, oneshot};
-use troupe::{Actor, Addr, AskError, Handler, StopReason};
+use troupe::kind::Kind as HandlerKind;
+use troupe::{Accepts, Actor, Addr, AskError, StopReason};
 
 use crate::error::RemoteError;
 use crate::wire::{
@@ -1078,9 +1079,11 @@ impl<A: Actor> ExportBuilder<A> {
     }
 
     /// Accepts `M` from the wire: decoded, then told or asked to the actor as in-process.
-    pub fn accept<M: RemoteMessage>(mut self) -> Self
+    /// Written `accept::<M, _>()`: the `_` is how the actor handles `M` (a `Handler` or a
+    /// `DeferredHandler`), which the compiler infers.
+    pub fn accept<M: RemoteMessage, K: HandlerKind>(mut self) -> Self
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
     {
         let addr = self.addr.clone();
         let route: Route = Box::new(move |node, payload, ask| {

@@ -117,10 +117,10 @@ fn export_counter(
     let handled = Arc::new(AtomicU64::new(0));
     let addr = system.spawn(Counter::new(handled.clone()));
     node.export(name, addr.clone())
-        .accept::<Add>()
-        .accept::<Sum>()
-        .accept::<Seq>()
-        .accept::<Boom>()
+        .accept::<Add, _>()
+        .accept::<Sum, _>()
+        .accept::<Seq, _>()
+        .accept::<Boom, _>()
         .start_blocking()
         .expect("export");
     (addr, handled)

@@ -6,8 +6,8 @@
 //!   visit is counted by the session itself.
 //! - **A rate limiter on timers**: one actor holds a token bucket refilled by `send_interval`;
 //!   every request asks it first, and gets 429 when the bucket is empty.
-//! - **Workers with deferred replies**: `GET /jobs/{n}` asks a worker, which defers its reply
-//!   (`ctx.reply_later`) while an async step runs (`ctx.pipe`), then answers; the request
+//! - **Workers with deferred replies**: `GET /jobs/{n}` asks a worker, a `DeferredHandler` that
+//!   keeps the request's reply handle while an async step runs (`ctx.pipe`), then answers; the request
 //!   waits at most `ask_timeout`, mapped to 504.
 //! - **A supervised flaky actor**: `GET /flaky?fail=true` panics it (500); the system restarts
 //!   it (`System::spawn_supervised`) and the next request succeeds.
@@ -26,8 +26,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use troupe::{
-    Actor, Addr, AskError, Context, Deferred, Handler, Message, SpawnOptions, SupervisorStrategy,
-    System,
+    Actor, Addr, AskError, Context, Deferred, DeferredHandler, Handler, Message, SpawnOptions,
+    SupervisorStrategy, System,
 };
 
 /// How long a request waits for an actor's answer.
@@ -136,9 +136,8 @@ pub struct Square(pub u64);
 #[derive(Message)]
 struct Computed(u64, Deferred<u64>);
 
-impl Handler<Square> for Worker {
-    fn handle(&mut self, msg: Square, ctx: &mut Context<Self>) -> u64 {
-        let reply = ctx.reply_later::<Square>();
+impl DeferredHandler<Square> for Worker {
+    fn handle(&mut self, msg: Square, reply: Deferred<u64>, ctx: &mut Context<Self>) {
         let latency = self.latency;
         // The worker goes on with other requests while this one's async step runs.
         ctx.pipe(
@@ -148,7 +147,6 @@ impl Handler<Square> for Worker {
             },
             move |square| Computed(square, reply),
         );
-        0 // ignored: the reply was deferred
     }
 }
 

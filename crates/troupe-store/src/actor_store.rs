@@ -5,8 +5,8 @@
 //! A [`BackendActor`] owns everything about calling its backend: its [`Transport`] (hyper's
 //! pooled HTTP client here; simulated services in a simulation), the [`Bulkhead`] (calls in
 //! flight and waiting, refusing beyond), the per-call timeout and the [`Breaker`]. Its handler
-//! never waits: it defers its reply (`ctx.reply_later`), starts the call with `ctx.pipe`, and
-//! answers when the call's result comes back as a message. Being the only owner of that state,
+//! never waits: it takes the request's reply handle (a `DeferredHandler`), starts the call
+//! with `ctx.pipe`, and answers when the call's result comes back as a message. Being the only owner of that state,
 //! it needs no lock. It reads the time from its context (`ctx.now()`), so that it runs
 //! unchanged in simulated time. The edge sheds load: past `max_concurrent_requests` requests
 //! in progress, the store answers 503 at once.
@@ -46,8 +46,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tower::ServiceBuilder;
 use troupe::{
-    Actor, Addr, AskError, Context, Deferred, Handler, Message, SpawnOptions, SupervisorStrategy,
-    System,
+    Actor, Addr, AskError, Context, Deferred, DeferredHandler, Handler, Message, SpawnOptions,
+    SupervisorStrategy, System,
 };
 
 use crate::breaker::{Breaker, BreakerConfig, Outcome, Permit, Phase};
@@ -463,20 +463,21 @@ impl BackendActor {
     }
 }
 
-impl Handler<Call> for BackendActor {
+impl DeferredHandler<Call> for BackendActor {
     fn handle(
         &mut self,
         call: Call,
+        reply: Deferred<Result<serde_json::Value, CallError>>,
         ctx: &mut Context<Self>,
-    ) -> Result<serde_json::Value, CallError> {
-        // An open breaker fails fast, before the bulkhead: no reply to defer.
+    ) {
+        // An open breaker fails fast, before the bulkhead.
         let now = ctx.now();
         if self.breaker.phase(now) == Phase::Open {
             self.stats.failed_fast.fetch_add(1, Ordering::Relaxed);
             self.publish(now);
-            return Err(CallError::CircuitOpen(self.name));
+            let _ = reply.send(Err(CallError::CircuitOpen(self.name)));
+            return;
         }
-        let reply = ctx.reply_later::<Call>();
         let deadline = now + self.timeout;
         match self.bulkhead.admit(Pending {
             call,
@@ -498,8 +499,6 @@ impl Handler<Call> for BackendActor {
                 self.publish(now);
             }
         }
-        // Ignored: the reply was deferred.
-        Err(CallError::BulkheadFull(self.name))
     }
 }
 

@@ -40,7 +40,8 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use troupe::{Actor, Handler};
+use troupe::kind::Kind;
+use troupe::{Accepts, Actor};
 use troupe_remote::{RemoteError, RemoteMessage};
 
 use crate::order::Order;
@@ -84,10 +85,11 @@ pub trait Peer<M: Wire>: Clone + Send + Sync + 'static {
 
 /// An export under construction: the message types it takes from the wire.
 pub trait Export<A: Actor>: Sized {
-    /// Accepts `M` from the wire, asked of the actor as in-process.
-    fn accept<M: Wire>(self) -> Self
+    /// Accepts `M` from the wire, asked of the actor as in-process (`accept::<M, _>()`: the
+    /// `_` is how the actor handles `M`, inferred).
+    fn accept<M: Wire, K: Kind>(self) -> Self
     where
-        A: Handler<M>;
+        A: Accepts<M, K>;
 
     /// Joins a queue group: each message goes to one member.
     fn in_group(self, group: &str) -> Self;

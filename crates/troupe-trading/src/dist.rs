@@ -87,7 +87,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use troupe::{Actor, Addr, Context, Deferred, Handler, Message, System};
+use troupe::{Actor, Addr, Context, Deferred, DeferredHandler, Handler, Message, System};
 use troupe_remote::{Node, NodeOptions, RemoteError, RemoteMessage};
 
 use crate::cluster::{Cluster, Export, KeyValue, KvError, Network, NodeEvent, OrderLog, Peer};
@@ -447,8 +447,8 @@ pub(crate) fn spawn_node<C: Cluster>(
     });
     cluster
         .export(&node_export(setup.pair, &setup.name), engine.clone())
-        .accept::<Replicate>()
-        .accept::<GetState>()
+        .accept::<Replicate, _>()
+        .accept::<GetState, _>()
         .start()
         .map_err(nats)?;
     let receiver = system.spawn(Receiver {
@@ -458,7 +458,7 @@ pub(crate) fn spawn_node<C: Cluster>(
     });
     cluster
         .export(RECEIVE, receiver.clone())
-        .accept::<Submit>()
+        .accept::<Submit, _>()
         .in_group("receivers")
         .start()
         .map_err(nats)?;
@@ -838,8 +838,8 @@ impl<C: Cluster> Handler<BecomePrimary> for Engine<C> {
         let exported = self
             .cluster
             .export(&primary_name(self.pair), ctx.myself())
-            .accept::<Place>()
-            .accept::<Join>()
+            .accept::<Place, _>()
+            .accept::<Join, _>()
             .start();
         if let Err(e) = exported {
             self.cluster.exit(
@@ -1092,8 +1092,48 @@ impl<C: Cluster> Handler<Joined> for Engine<C> {
     }
 }
 
-impl<C: Cluster> Handler<Replicate> for Engine<C> {
-    fn handle(&mut self, m: Replicate, ctx: &mut Context<Self>) -> Result<u64, String> {
+impl<C: Cluster> DeferredHandler<Replicate> for Engine<C> {
+    fn handle(
+        &mut self,
+        m: Replicate,
+        reply: Deferred<Result<u64, String>>,
+        _: &mut Context<Self>,
+    ) {
+        match self.replicate(&m) {
+            Ok(Taken::Holds(seq)) => {
+                let _ = reply.send(Ok(seq));
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+            Ok(Taken::AheadOfGap(order)) => {
+                // Answered once applied, when the catch-up on its way fills the gap.
+                self.buffered.insert(m.seq, (order, m.prev, m.epoch, reply));
+                if self.buffered.len() > 100_000 {
+                    self.cluster.exit(
+                        3,
+                        &format!(
+                            "node {}: too far behind its primary; exiting to rejoin",
+                            self.name
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// What a standby did with a `Replicate`.
+enum Taken {
+    /// It holds the primary's orders up to this sequence number.
+    Holds(u64),
+    /// The order is ahead of a gap: kept until the gap is filled.
+    AheadOfGap(Order),
+}
+
+impl<C: Cluster> Engine<C> {
+    /// Standby: takes the primary's order `m`, or says why not.
+    fn replicate(&mut self, m: &Replicate) -> Result<Taken, String> {
         if matches!(self.mode, Mode::Primary) {
             return Err(format!("{} is primary", self.name));
         }
@@ -1116,7 +1156,7 @@ impl<C: Cluster> Handler<Replicate> for Engine<C> {
             let n = m.seq as usize;
             return if self.chain[n - 1] == m.prev && self.chain[n] == digest(m.prev, &order) {
                 self.vouched = self.vouched.max(m.seq);
-                Ok(m.seq)
+                Ok(Taken::Holds(m.seq))
             } else {
                 Err(self.diverged(m.seq))
             };
@@ -1127,24 +1167,12 @@ impl<C: Cluster> Handler<Replicate> for Engine<C> {
             }
             let result = self.apply(&order).map(|_| {
                 self.vouched = self.shard.applied();
-                self.shard.applied()
+                Taken::Holds(self.shard.applied())
             });
             self.drain_buffered();
             return result;
         }
-        // Ahead of a gap (the catch-up is still on its way): answered once applied.
-        let reply = ctx.reply_later::<Replicate>();
-        self.buffered.insert(m.seq, (order, m.prev, m.epoch, reply));
-        if self.buffered.len() > 100_000 {
-            self.cluster.exit(
-                3,
-                &format!(
-                    "node {}: too far behind its primary; exiting to rejoin",
-                    self.name
-                ),
-            );
-        }
-        Ok(0) // ignored: deferred
+        Ok(Taken::AheadOfGap(order))
     }
 }
 
@@ -1255,8 +1283,38 @@ impl Message for SyncWritten {
     type Reply = ();
 }
 
-impl<C: Cluster> Handler<Place> for Engine<C> {
-    fn handle(&mut self, m: Place, ctx: &mut Context<Self>) -> Result<DistAck, DistError> {
+impl<C: Cluster> DeferredHandler<Place> for Engine<C> {
+    fn handle(&mut self, m: Place, reply: PlaceReply, ctx: &mut Context<Self>) {
+        match self.place(m, ctx) {
+            Ok(Placing::Acked(ack)) => {
+                let _ = reply.send(Ok(ack));
+            }
+            // Answered when the standby holds it (or at once when no standby is named).
+            Ok(Placing::InFlight { seq, order, after }) => {
+                self.inflight_keys.insert(order.key());
+                self.inflight.push_back((seq, order, reply, after));
+                self.settle();
+            }
+            Err(e) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+/// What a primary did with an order.
+enum Placing {
+    /// Applied and acknowledged.
+    Acked(DistAck),
+    /// Numbered and in flight: applied and acknowledged once the standby holds it. `after`
+    /// is the digest of the history once it is applied.
+    InFlight { seq: u64, order: Order, after: u64 },
+}
+
+impl<C: Cluster> Engine<C> {
+    /// Primary: takes a client's order: applies it at once when alone, else sends it to the
+    /// standby and puts it in flight.
+    fn place(&mut self, m: Place, ctx: &mut Context<Self>) -> Result<Placing, DistError> {
         if !self.leased() {
             return Err(DistError::Unavailable("not primary".into()));
         }
@@ -1276,12 +1334,8 @@ impl<C: Cluster> Handler<Place> for Engine<C> {
             if !self.inflight.is_empty() {
                 // Behind orders still in flight: in sequence after them.
                 let seq = self.shard.applied() + self.inflight.len() as u64 + 1;
-                let reply = ctx.reply_later::<Place>();
                 let after = digest(self.inflight_head(), &order);
-                self.inflight_keys.insert(order.key());
-                self.inflight.push_back((seq, order, reply, after));
-                self.settle();
-                return Err(DistError::Unavailable(String::new())); // ignored: deferred
+                return Ok(Placing::InFlight { seq, order, after });
             }
             // Alone (the sync key names only this node): apply and acknowledge.
             let filled = self.apply(&order).map_err(DistError::Rejected)?;
@@ -1291,12 +1345,12 @@ impl<C: Cluster> Handler<Place> for Engine<C> {
                 seq: self.shard.applied(),
                 key: (order.client().0, order.client_order_id()),
             });
-            return Ok(DistAck {
+            return Ok(Placing::Acked(DistAck {
                 client_order_id: order.client_order_id(),
                 seq: self.shard.applied(),
                 filled,
                 epoch: self.epoch,
-            });
+            }));
         };
         let seq = self.shard.applied() + self.inflight.len() as u64 + 1;
         let prev = self.inflight_head();
@@ -1322,11 +1376,11 @@ impl<C: Cluster> Handler<Place> for Engine<C> {
                 result,
             });
         });
-        let reply = ctx.reply_later::<Place>();
-        self.inflight_keys.insert(order.key());
-        self.inflight
-            .push_back((seq, order, reply, digest(prev, &order)));
-        Err(DistError::Unavailable(String::new())) // ignored: deferred
+        Ok(Placing::InFlight {
+            seq,
+            order,
+            after: digest(prev, &order),
+        })
     }
 }
 
@@ -1434,11 +1488,39 @@ pub(crate) struct Receiver<N: Network> {
 
 impl<N: Network> Actor for Receiver<N> {}
 
-impl<N: Network> Handler<Submit> for Receiver<N> {
-    fn handle(&mut self, m: Submit, ctx: &mut Context<Self>) -> Result<DistAck, DistError> {
+impl<N: Network> DeferredHandler<Submit> for Receiver<N> {
+    fn handle(
+        &mut self,
+        m: Submit,
+        reply: Deferred<Result<DistAck, DistError>>,
+        _: &mut Context<Self>,
+    ) {
+        let primary = match self.primary_of(&m.0) {
+            Ok(primary) => primary,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        self.cluster.spawn(async move {
+            let result = match primary.ask(Place(m.0), Duration::from_secs(2)).await {
+                Ok(r) => r,
+                Err(RemoteError::Unreachable(_)) => {
+                    Err(DistError::Unavailable("no primary for the pair now".into()))
+                }
+                Err(e) => Err(DistError::Unavailable(e.to_string())),
+            };
+            let _ = reply.send(result);
+        });
+    }
+}
+
+impl<N: Network> Receiver<N> {
+    /// Validates a client's order; the primary of its pair.
+    fn primary_of(&mut self, wire: &WireOrder) -> Result<N::Peer<Place>, DistError> {
         let order = self
             .market
-            .validate(&m.0.new_order())
+            .validate(&wire.new_order())
             .map_err(|e| DistError::Rejected(e.to_string()))?;
         let pair = self
             .market
@@ -1452,19 +1534,7 @@ impl<N: Network> Handler<Submit> for Receiver<N> {
                 }
             }
         }
-        let ask = self.primaries[pair].ask(Place(m.0), Duration::from_secs(2));
-        let reply = ctx.reply_later::<Submit>();
-        self.cluster.spawn(async move {
-            let result = match ask.await {
-                Ok(r) => r,
-                Err(RemoteError::Unreachable(_)) => {
-                    Err(DistError::Unavailable("no primary for the pair now".into()))
-                }
-                Err(e) => Err(DistError::Unavailable(e.to_string())),
-            };
-            let _ = reply.send(result);
-        });
-        Err(DistError::Unavailable(String::new())) // ignored: deferred
+        Ok(self.primaries[pair].clone())
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
-use troupe::{Actor, Addr, Handler};
+use troupe::kind::Kind;
+use troupe::{Accepts, Actor, Addr};
 use troupe_remote::{ExportBuilder, Node, RemoteError, RemoteRecipient};
 
 use crate::cluster::{Cluster, Export, KeyValue, KvEntry, KvError, Network, OrderLog, Peer, Wire};
@@ -50,11 +51,11 @@ impl<M: Wire> Peer<M> for RemoteRecipient<M> {
 }
 
 impl<A: Actor> Export<A> for ExportBuilder<A> {
-    fn accept<M: Wire>(self) -> Self
+    fn accept<M: Wire, K: Kind>(self) -> Self
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
     {
-        ExportBuilder::accept::<M>(self)
+        ExportBuilder::accept::<M, K>(self)
     }
 
     fn in_group(self, group: &str) -> Self {

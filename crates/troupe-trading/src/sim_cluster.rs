@@ -52,7 +52,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-use troupe::{Actor, Addr, Context, Handler, Message, Recipient, System};
+use troupe::kind::Kind;
+use troupe::{Accepts, Actor, Addr, Context, Handler, Message, Recipient, System};
 use troupe_remote::RemoteError;
 
 use crate::cluster::{
@@ -1138,12 +1139,12 @@ pub struct SimulatedExport<A: Actor> {
 }
 
 impl<A: Actor> Export<A> for SimulatedExport<A> {
-    fn accept<M: Wire>(mut self) -> Self
+    fn accept<M: Wire, K: Kind>(mut self) -> Self
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
     {
         self.routes
-            .push((TypeId::of::<M>(), Box::new(self.addr.recipient::<M>())));
+            .push((TypeId::of::<M>(), Box::new(self.addr.recipient::<M, K>())));
         self
     }
 

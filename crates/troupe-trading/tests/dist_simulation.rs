@@ -85,15 +85,19 @@ fn without_faults_the_replicas_hold_one_history() {
         });
 }
 
-/// Seed 4 (random) ended with two histories before a diverged standby cut its history back:
-/// now the standby cuts, rejoins, and every check holds.
+/// Seed 4 (random) ended with two histories before a diverged standby cut its history back.
+/// Which seeds lead a standby to cut back changes with the code (any change to the order of
+/// the nodes' steps moves them), so this takes the first that does: its standby cuts, rejoins,
+/// and every check holds.
 #[test]
 fn a_standby_whose_history_left_the_primary_s_cuts_it_back_and_rejoins() {
-    let outcome = run_seed(4);
+    let outcome = (0..300)
+        .map(run_seed)
+        .find(|outcome| outcome.counters.cut_backs > 0)
+        .expect("a standby cuts back in one of the first 300 seeds");
     if let Err(e) = outcome.check() {
         panic!("{e}\n{outcome}");
     }
-    assert!(outcome.counters.cut_backs > 0, "{outcome}");
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::failure::{Failure, StopReason};
 use crate::id::ActorId;
 use crate::raw::{Cell, Envelope};
+use crate::reply::Deferred;
 use crate::runtime::IoTask;
 use crate::supervision::children::Children;
 use crate::supervision::{Intensity, Restart, SupervisorStrategy};
@@ -262,6 +263,198 @@ pub trait Handler<M: Message>: Actor {
     fn handle(&mut self, msg: M, ctx: &mut Context<Self>) -> M::Reply;
 }
 
+/// Handles messages of type `M` and answers later, through the [`Deferred`] it is given: from a
+/// `pipe` or `await_then` continuation, another actor, a task. The signature says so: there is
+/// no return value to fill with a placeholder, and the handle answers this request and no
+/// other (its type is `M`'s reply). The asker gets what is sent ([`AskError::NoReply`] if the
+/// handle is dropped unsent, [`AskError::Panicked`] if it is dropped while the code holding it
+/// panics); for a told message the handle goes nowhere. An actor implements `Handler<M>` or
+/// `DeferredHandler<M>` for a message type, not both.
+///
+/// [`AskError::NoReply`]: crate::AskError::NoReply
+/// [`AskError::Panicked`]: crate::AskError::Panicked
+///
+/// ```
+/// use troupe::{Actor, Context, Deferred, DeferredHandler, Handler, Message, System};
+/// struct Prices;
+/// impl Actor for Prices {}
+/// #[derive(Message)]
+/// #[reply(u64)]
+/// struct Price(&'static str);
+/// impl DeferredHandler<Price> for Prices {
+///     fn handle(&mut self, msg: Price, reply: Deferred<u64>, ctx: &mut Context<Self>) {
+///         // An async lookup; its answer goes to the asker when it comes.
+///         ctx.pipe(async move { msg.0.len() as u64 * 100 }, |cents| Priced(cents, reply));
+///     }
+/// }
+/// #[derive(Message)]
+/// struct Priced(u64, Deferred<u64>);
+/// impl Handler<Priced> for Prices {
+///     fn handle(&mut self, msg: Priced, _: &mut Context<Self>) {
+///         let _ = msg.1.send(msg.0); // gives the value back if the asker has gone
+///     }
+/// }
+/// let system = System::new();
+/// let prices = system.spawn(Prices);
+/// assert_eq!(prices.ask(Price("tea")).wait(), Ok(300));
+/// system.shutdown();
+/// ```
+///
+/// A handle of another reply type does not fit:
+///
+/// ```compile_fail,E0053
+/// use troupe::{Actor, Context, Deferred, DeferredHandler, Message};
+/// struct Prices;
+/// impl Actor for Prices {}
+/// #[derive(Message)]
+/// #[reply(u64)]
+/// struct Price(&'static str);
+/// impl DeferredHandler<Price> for Prices {
+///     fn handle(&mut self, _: Price, reply: Deferred<String>, _: &mut Context<Self>) {
+///         let _ = reply.send("a name".into());
+///     }
+/// }
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not handle messages of type `{M}`",
+    label = "no `impl DeferredHandler<{M}> for {Self}`",
+    note = "an actor takes exactly the message types it has a `Handler` or a `DeferredHandler` for"
+)]
+pub trait DeferredHandler<M: Message>: Actor {
+    /// Handles one message; the reply, if any, is sent through `reply`.
+    fn handle(&mut self, msg: M, reply: Deferred<M::Reply>, ctx: &mut Context<Self>);
+}
+
+/// The two ways an actor handles a message type, as type-level markers: [`Returns`] (a
+/// [`Handler`]) and [`Defers`] (a [`DeferredHandler`]).
+pub mod kind {
+    /// The reply is the handler's return value ([`Handler`](crate::Handler)).
+    pub enum Returns {}
+    /// The reply goes through a [`Deferred`](crate::Deferred) ([`DeferredHandler`](crate::DeferredHandler)).
+    pub enum Defers {}
+    /// Used only to keep a send's message type open until its argument fixes it (see
+    /// [`Accepts`](crate::Accepts)); no message has it.
+    #[doc(hidden)]
+    pub enum Unhandled {}
+
+    /// A way of handling: [`Returns`] or [`Defers`]. Generic code that sends to an actor of
+    /// either kind names it as `K: Kind`; only troupe implements it.
+    pub trait Kind: sealed::Sealed + 'static {}
+    impl Kind for Returns {}
+    impl Kind for Defers {}
+    impl Kind for Unhandled {}
+
+    pub(crate) mod sealed {
+        pub trait Sealed {}
+        impl Sealed for super::Returns {}
+        impl Sealed for super::Defers {}
+        impl Sealed for super::Unhandled {}
+
+        /// Message types that cannot exist (see `Accepts`): no value of one is ever made, so
+        /// `unreachable` never runs.
+        pub trait Placeholder {
+            fn unreachable(&self);
+        }
+    }
+
+    /// Two uninhabited message types: with two, the compiler cannot pick one by elimination
+    /// either (see [`Accepts`](crate::Accepts)).
+    macro_rules! placeholder {
+        ($($name:ident),*) => {$(
+            #[doc(hidden)]
+            pub enum $name {}
+            impl crate::Message for $name {
+                type Reply = ();
+            }
+            impl sealed::Placeholder for $name {
+                fn unreachable(&self) {
+                    match *self {}
+                }
+            }
+        )*};
+    }
+    placeholder!(NoMessageA, NoMessageB);
+}
+
+/// An actor that handles messages of type `M`, one way or the other (`K`: [`kind::Returns`]
+/// for a [`Handler<M>`], [`kind::Defers`] for a [`DeferredHandler<M>`]). troupe implements it
+/// for both; every way to send `M` to an actor (`tell`, `ask`, `pipe`, timers, a
+/// [`Recipient`](crate::Recipient)) asks for it, with `K` inferred. Generic code that sends to
+/// an actor of either kind takes a free `K: Kind`:
+///
+/// ```
+/// use troupe::kind::Kind;
+/// use troupe::{Accepts, Actor, Addr, Context, Handler, Message, SendError, System};
+/// #[derive(Message)]
+/// struct Ping;
+/// fn ping<A: Accepts<Ping, K>, K: Kind>(to: &Addr<A>) -> Result<(), SendError<Ping>> {
+///     to.tell(Ping)
+/// }
+/// struct Pong;
+/// impl Actor for Pong {}
+/// impl Handler<Ping> for Pong {
+///     fn handle(&mut self, _: Ping, _: &mut Context<Self>) {}
+/// }
+/// let system = System::new();
+/// ping(&system.spawn(Pong)).unwrap();
+/// system.shutdown();
+/// ```
+///
+/// A message the actor has no handler for does not compile, whether it has one handler or
+/// many: "`Pong` does not handle messages of type `Done`" (E0277, an unmet trait bound; with
+/// one handler it used to be a type mismatch, "expected `Ping`, found `Done`"):
+///
+/// ```compile_fail,E0277
+/// use troupe::{Actor, Context, Handler, Message, System};
+/// #[derive(Message)]
+/// struct Ping;
+/// #[derive(Message)]
+/// struct Done;
+/// struct Pong;
+/// impl Actor for Pong {}
+/// impl Handler<Ping> for Pong {
+///     fn handle(&mut self, _: Ping, _: &mut Context<Self>) {}
+/// }
+/// let system = System::new();
+/// system.spawn(Pong).tell(Done).unwrap();
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not handle messages of type `{M}`",
+    label = "no `impl Handler<{M}> for {Self}` (or `DeferredHandler<{M}>`)",
+    note = "an actor takes exactly the message types it has a `Handler` or a `DeferredHandler` for: add one for `{M}`, or send it a type it handles"
+)]
+pub trait Accepts<M: Message, K: kind::Kind>: Actor {
+    /// Handles `msg`; its reply goes to `reply`. Called by the runtime on the actor's turn.
+    #[doc(hidden)]
+    fn accept(&mut self, msg: M, reply: Deferred<M::Reply>, ctx: &mut Context<Self>);
+}
+
+impl<A: Handler<M>, M: Message> Accepts<M, kind::Returns> for A {
+    #[inline]
+    fn accept(&mut self, msg: M, reply: Deferred<M::Reply>, ctx: &mut Context<Self>) {
+        let answer = self.handle(msg, ctx);
+        reply.answer(answer);
+    }
+}
+
+impl<A: DeferredHandler<M>, M: Message> Accepts<M, kind::Defers> for A {
+    #[inline]
+    fn accept(&mut self, msg: M, reply: Deferred<M::Reply>, ctx: &mut Context<Self>) {
+        DeferredHandler::handle(self, msg, reply, ctx);
+    }
+}
+
+/// Why this impl: with it, `Accepts<M, _>` has a second way to hold while `M` is still unknown,
+/// so the compiler takes `M` from the argument of a send. Without it, an actor with one handler
+/// made the compiler infer that handler's message type and report "expected `Submit`, found
+/// `Done`" for a `Done` sent by mistake, instead of "`Tenant` does not handle messages of type
+/// `Done`". No value of a placeholder type exists, so `accept` is never called.
+impl<A: Actor, M: Message + kind::sealed::Placeholder> Accepts<M, kind::Unhandled> for A {
+    fn accept(&mut self, msg: M, _: Deferred<M::Reply>, _: &mut Context<Self>) {
+        msg.unreachable();
+    }
+}
+
 /// Sent to a watcher when an actor it watches ([`Context::watch`]) stops.
 ///
 /// ```
@@ -384,9 +577,6 @@ pub(crate) struct Rare<A: Actor> {
     pub(crate) awaits: u32,
     /// A handed-off message the actor could not take at once, delivered ahead of the mailbox.
     pub(crate) parked: Option<Envelope<A>>,
-    /// The runtime's half of a reply the current handler deferred (`Context::reply_later`), a
-    /// `reply::DeferredLink<R>` for the message's reply type.
-    pub(crate) deferral: Option<Box<dyn Any + Send>>,
     /// The streams attached to the actor (`Context::attach_stream`), ended when it stops.
     pub(crate) streams: Vec<IoTask>,
 }
@@ -418,7 +608,6 @@ impl<A: Actor> Default for Rare<A> {
             awaiting: None,
             awaits: 0,
             parked: None,
-            deferral: None,
             streams: Vec::new(),
         }
     }
@@ -537,12 +726,6 @@ impl<A: Actor> Context<A> {
 
     pub(crate) fn children_mut(&mut self) -> &mut Children {
         &mut self.rare_mut().children
-    }
-
-    /// The reply the handler just run deferred, if any (taken once the handler returns).
-    #[inline]
-    pub(crate) fn take_deferral(&mut self) -> Option<Box<dyn Any + Send>> {
-        self.rare.as_mut().and_then(|r| r.deferral.take())
     }
 
     /// The await a handler asked for, if any.

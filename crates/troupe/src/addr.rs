@@ -1,9 +1,12 @@
 //! [`Addr`]: the typed address of an actor, and the two ways to send: `tell` and `ask`.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::actor::{Actor, Context, Handler, Message};
+use crate::actor::kind::Kind;
+use crate::actor::kind::Returns;
+use crate::actor::{Accepts, Actor, Context, Handler, Message};
 use crate::bounded::{Admit, Bound};
 use crate::erased::{ErasedCell, ErasedRef};
 use crate::error::{AskError, SendError};
@@ -11,7 +14,7 @@ use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ActorCell;
 use crate::raw::{Deliver, Discard};
-use crate::reply::{self, Ask, DeferredLink, ReplySender};
+use crate::reply::{self, Ask, Deferred, ReplySender};
 
 /// The address of an actor of type `A`. Cheap to clone (one reference count), `Send + Sync`.
 ///
@@ -60,42 +63,36 @@ impl<A: Actor> PartialEq for Addr<A> {
 
 impl<A: Actor> Eq for Addr<A> {}
 
-/// A told message on its way.
-struct Tell<M>(M);
+/// A told message on its way, and how its actor handles it (`K`).
+struct Tell<M, K>(M, PhantomData<fn() -> K>);
 
-impl<A: Handler<M>, M: Message> Deliver<A> for Tell<M> {
+impl<M, K> Tell<M, K> {
+    #[inline]
+    fn new(msg: M) -> Self {
+        Tell(msg, PhantomData)
+    }
+}
+
+impl<A: Accepts<M, K>, M: Message, K: Kind> Deliver<A> for Tell<M, K> {
     #[inline]
     fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
-        let _reply = actor.handle(self.0, ctx);
-        // A reply deferred for a told message goes nowhere.
-        drop(ctx.take_deferral());
+        actor.accept(self.0, Deferred::nowhere(), ctx);
     }
 
     fn discard(self, _why: Discard) {}
 }
 
 /// An asked message with its reply slot.
-struct Request<M: Message> {
+struct Request<M: Message, K> {
     msg: M,
     reply: ReplySender<M::Reply>,
+    kind: PhantomData<fn() -> K>,
 }
 
-impl<A: Handler<M>, M: Message> Deliver<A> for Request<M> {
+impl<A: Accepts<M, K>, M: Message, K: Kind> Deliver<A> for Request<M, K> {
+    #[inline]
     fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
-        let reply = actor.handle(self.msg, ctx);
-        match ctx.take_deferral() {
-            None => self.reply.send(reply),
-            Some(deferral) => match deferral.downcast::<DeferredLink<M::Reply>>() {
-                Ok(link) => link.join(Some(self.reply)),
-                Err(_) => {
-                    tracing::error!(
-                        message = std::any::type_name::<M>(),
-                        "reply_later was called for another message type: the handler's return value is the reply"
-                    );
-                    self.reply.send(reply);
-                }
-            },
-        }
+        actor.accept(self.msg, Deferred::to(self.reply), ctx);
     }
 
     /// Dropped undelivered: the asker learns why.
@@ -151,17 +148,25 @@ fn send_bounded<A: Actor, P: Deliver<A>>(
 
 /// `tell`, for any holder of the cell (an `Addr`, a `Recipient`).
 #[inline]
-fn tell_cell<A: Handler<M>, M: Message>(cell: &ActorCell<A>, msg: M) -> Result<(), SendError<M>> {
-    send_payload(cell, Tell(msg), true).map_err(|refused| match refused {
-        Refused::Stopped(Tell(msg)) => SendError::Stopped(msg),
-        Refused::Full(Tell(msg)) => SendError::Full(msg),
+fn tell_cell<A: Accepts<M, K>, M: Message, K: Kind>(
+    cell: &ActorCell<A>,
+    msg: M,
+) -> Result<(), SendError<M>> {
+    send_payload(cell, Tell::<M, K>::new(msg), true).map_err(|refused| match refused {
+        Refused::Stopped(Tell(msg, _)) => SendError::Stopped(msg),
+        Refused::Full(Tell(msg, _)) => SendError::Full(msg),
     })
 }
 
 /// `ask`, for any holder of the cell.
-fn ask_cell<A: Handler<M>, M: Message>(cell: &ActorCell<A>, msg: M) -> Ask<M::Reply> {
+fn ask_cell<A: Accepts<M, K>, M: Message, K: Kind>(cell: &ActorCell<A>, msg: M) -> Ask<M::Reply> {
     let (reply, ask) = reply::channel(cell.id());
-    match send_payload(cell, Request { msg, reply }, true) {
+    let request = Request::<M, K> {
+        msg,
+        reply,
+        kind: PhantomData,
+    };
+    match send_payload(cell, request, true) {
         Ok(()) => {}
         Err(Refused::Stopped(request)) => request.reply.fail(AskError::Stopped),
         Err(Refused::Full(request)) => request.reply.fail(AskError::MailboxFull),
@@ -215,10 +220,11 @@ impl<A: Actor> Addr<A> {
     /// system.shutdown();
     /// ```
     #[inline]
-    pub fn tell<M>(&self, msg: M) -> Result<(), SendError<M>>
+    pub fn tell<M, K>(&self, msg: M) -> Result<(), SendError<M>>
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
         M: Message,
+        K: Kind,
     {
         tell_cell(&self.cell, msg)
     }
@@ -245,17 +251,20 @@ impl<A: Actor> Addr<A> {
     /// assert!(sent.is_ok());
     /// system.shutdown();
     /// ```
-    pub async fn send<M>(&self, msg: M) -> Result<(), SendError<M>>
+    pub async fn send<M, K>(&self, msg: M) -> Result<(), SendError<M>>
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
         M: Message,
+        K: Kind,
     {
         let mut msg = msg;
         loop {
             let attempt =
-                send_payload(&self.cell, Tell(msg), false).map_err(|refused| match refused {
-                    Refused::Stopped(Tell(msg)) => SendError::Stopped(msg),
-                    Refused::Full(Tell(msg)) => SendError::Full(msg),
+                send_payload(&self.cell, Tell::<M, K>::new(msg), false).map_err(|refused| {
+                    match refused {
+                        Refused::Stopped(Tell(msg, _)) => SendError::Stopped(msg),
+                        Refused::Full(Tell(msg, _)) => SendError::Full(msg),
+                    }
                 });
             match attempt {
                 Err(SendError::Full(back)) => {
@@ -299,10 +308,11 @@ impl<A: Actor> Addr<A> {
     /// assert_eq!(echo.ask(Ping(41)).wait(), Ok(42));
     /// system.shutdown();
     /// ```
-    pub fn ask<M>(&self, msg: M) -> Ask<M::Reply>
+    pub fn ask<M, K>(&self, msg: M) -> Ask<M::Reply>
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
         M: Message,
+        K: Kind,
     {
         ask_cell(&self.cell, msg)
     }
@@ -334,10 +344,11 @@ impl<A: Actor> Addr<A> {
     /// assert_eq!(slow.wait(), Err(AskError::Timeout(Duration::from_millis(10))));
     /// system.shutdown();
     /// ```
-    pub fn ask_timeout<M>(&self, msg: M, timeout: std::time::Duration) -> Ask<M::Reply>
+    pub fn ask_timeout<M, K>(&self, msg: M, timeout: std::time::Duration) -> Ask<M::Reply>
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
         M: Message,
+        K: Kind,
     {
         self.ask(msg)
             .with_timeout(self.cell.shared.system.timers(), timeout)
@@ -511,20 +522,27 @@ impl<A: Actor> Addr<A> {
     /// assert_eq!(counter.ask(Get).wait(), Ok(7));
     /// system.shutdown();
     /// ```
-    pub fn recipient<M>(&self) -> Recipient<M>
+    pub fn recipient<M, K>(&self) -> Recipient<M>
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
         M: Message,
+        K: Kind,
     {
         Recipient {
-            target: self.cell.clone(),
+            target: Arc::new(Via::<A, K> {
+                cell: self.cell.clone(),
+                kind: PhantomData,
+            }),
         }
     }
 }
 
+/// For an actor with a [`Handler<M>`](crate::Handler); one with a
+/// [`DeferredHandler<M>`](crate::DeferredHandler) gives its recipient by
+/// [`Addr::recipient`].
 impl<A: Handler<M>, M: Message> From<Addr<A>> for Recipient<M> {
     fn from(addr: Addr<A>) -> Self {
-        Recipient { target: addr.cell }
+        addr.recipient::<M, Returns>()
     }
 }
 
@@ -536,18 +554,24 @@ trait Target<M: Message>: Send + Sync {
     fn is_stopped(&self) -> bool;
 }
 
-impl<A: Handler<M>, M: Message> Target<M> for ActorCell<A> {
+/// An actor's cell, and how the actor handles `M` (the `K` a `Target` impl needs to name).
+struct Via<A: Actor, K> {
+    cell: Arc<ActorCell<A>>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<A: Accepts<M, K>, M: Message, K: Kind> Target<M> for Via<A, K> {
     fn tell(&self, msg: M) -> Result<(), SendError<M>> {
-        tell_cell(self, msg)
+        tell_cell::<A, M, K>(&self.cell, msg)
     }
     fn ask(&self, msg: M) -> Ask<M::Reply> {
-        ask_cell(self, msg)
+        ask_cell::<A, M, K>(&self.cell, msg)
     }
     fn id(&self) -> ActorId {
-        ActorCell::id(self)
+        self.cell.id()
     }
     fn is_stopped(&self) -> bool {
-        self.is_closed()
+        self.cell.is_closed()
     }
 }
 
@@ -725,13 +749,14 @@ impl<R: Send + 'static> Ask<R> {
     /// while seeker.ask(Get).wait().unwrap().is_none() { std::thread::yield_now() }
     /// system.shutdown();
     /// ```
-    pub fn pipe_to<B, N>(
+    pub fn pipe_to<B, N, K>(
         self,
         to: &Addr<B>,
         map: impl FnOnce(Result<R, AskError>) -> N + Send + 'static,
     ) where
-        B: Handler<N>,
+        B: Accepts<N, K>,
         N: Message,
+        K: Kind,
     {
         let to = to.clone();
         self.on_reply(move |result| {

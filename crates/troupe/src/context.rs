@@ -6,13 +6,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::actor::{Actor, Awaiting, Context, Factory, Handler, Message, Terminated, WatchId};
+use crate::actor::kind::Kind;
+use crate::actor::{
+    Accepts, Actor, Awaiting, Context, Factory, Handler, Message, Terminated, WatchId,
+};
 use crate::addr::Addr;
 use crate::erased::{ErasedCell, ErasedRef};
 use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ParentLink;
-use crate::reply::Deferred;
 use crate::runtime::IoTask;
 use crate::signal::Signal;
 use crate::spawn::{self, SpawnOptions};
@@ -325,48 +327,6 @@ impl<A: Actor> Context<A> {
         Addr::from_cell(cell)
     }
 
-    /// Defers the reply to the message being handled: the handler's return value is then
-    /// ignored, and the asker gets what is sent through the returned [`Deferred`] (from a
-    /// `pipe` or `await_then` continuation, another actor, a task), or
-    /// [`AskError::NoReply`](crate::AskError::NoReply) if it is dropped unsent. `M` is the
-    /// message being handled. If it was told rather than asked, the reply goes nowhere
-    /// ([`Deferred::is_closed`] says so). See [`Deferred`] for an example.
-    ///
-    /// ```
-    /// use troupe::{Actor, Addr, Context, Deferred, Handler, Message, System};
-    /// /// Answers a question by handing the reply handle to a helper actor.
-    /// struct Front { helper: Addr<Helper> }
-    /// impl Actor for Front {}
-    /// struct Helper;
-    /// impl Actor for Helper {}
-    /// #[derive(Message)]
-    /// #[reply(u64)]
-    /// struct Square(u64);
-    /// #[derive(Message)]
-    /// struct Work(u64, Deferred<u64>);
-    /// impl Handler<Square> for Front {
-    ///     fn handle(&mut self, msg: Square, ctx: &mut Context<Self>) -> u64 {
-    ///         let reply = ctx.reply_later::<Square>();
-    ///         self.helper.tell(Work(msg.0, reply)).ok();
-    ///         0 // ignored
-    ///     }
-    /// }
-    /// impl Handler<Work> for Helper {
-    ///     fn handle(&mut self, msg: Work, _: &mut Context<Self>) {
-    ///         let _ = msg.1.send(msg.0 * msg.0);
-    ///     }
-    /// }
-    /// let system = System::new();
-    /// let front = system.spawn(Front { helper: system.spawn(Helper) });
-    /// assert_eq!(front.ask(Square(12)).wait(), Ok(144));
-    /// system.shutdown();
-    /// ```
-    pub fn reply_later<M: Message>(&mut self) -> Deferred<M::Reply> {
-        let (deferred, link) = Deferred::new();
-        self.rare_mut().deferral = Some(Box::new(link));
-        deferred
-    }
-
     /// Watches `other`: when it stops, this actor receives [`Terminated`] (at once if it has
     /// already stopped). Erlang's monitors, Akka's death watch.
     ///
@@ -656,9 +616,10 @@ impl<A: Actor> Context<A> {
     /// assert_eq!(lease.stopped().wait(), Ok(StopReason::Normal));
     /// system.shutdown();
     /// ```
-    pub fn send_after<M>(&mut self, delay: Duration, msg: M) -> TimerId
+    pub fn send_after<M, K>(&mut self, delay: Duration, msg: M) -> TimerId
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
+        K: Kind,
         M: Message,
     {
         let me = self.myself();
@@ -698,13 +659,14 @@ impl<A: Actor> Context<A> {
     /// metronome.stopped().wait().unwrap();
     /// system.shutdown();
     /// ```
-    pub fn send_interval<M>(
+    pub fn send_interval<M, K>(
         &mut self,
         period: Duration,
         mut make: impl FnMut() -> M + Send + 'static,
     ) -> TimerId
     where
-        A: Handler<M>,
+        A: Accepts<M, K>,
+        K: Kind,
         M: Message,
     {
         let me = self.myself();
@@ -823,11 +785,12 @@ impl<A: Actor> Context<A> {
     /// while fetcher.ask(Count).wait().unwrap() < 2 { std::thread::sleep(Duration::from_millis(1)) }
     /// system.shutdown();
     /// ```
-    pub fn pipe<F, M>(&mut self, future: F, map: impl FnOnce(F::Output) -> M + Send + 'static)
+    pub fn pipe<F, M, K>(&mut self, future: F, map: impl FnOnce(F::Output) -> M + Send + 'static)
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
-        A: Handler<M>,
+        A: Accepts<M, K>,
+        K: Kind,
         M: Message,
     {
         let me = self.myself();
@@ -908,7 +871,7 @@ impl<A: Actor> Context<A> {
     /// assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
     /// system.shutdown();
     /// ```
-    pub fn attach_stream<S, M>(
+    pub fn attach_stream<S, M, K>(
         &mut self,
         stream: S,
         mut map: impl FnMut(S::Item) -> M + Send + 'static,
@@ -916,7 +879,8 @@ impl<A: Actor> Context<A> {
     where
         S: futures_core::Stream + Send + 'static,
         S::Item: Send,
-        A: Handler<M>,
+        A: Accepts<M, K>,
+        K: Kind,
         M: Message,
     {
         let me = self.myself();

@@ -137,7 +137,8 @@ pub enum AskError {
     /// The actor stopped before it handled the request (or was already stopped).
     #[error("the actor has stopped; the request was not handled")]
     Stopped,
-    /// The handler panicked while handling the request.
+    /// The handler panicked while handling the request, or the actor failed while it held the
+    /// request's deferred reply (its instance was dropped with the reply unsent).
     #[error("the actor's handler panicked while handling the request")]
     Panicked,
     /// No reply arrived in time. The request may still be handled later; its reply is dropped.
@@ -152,7 +153,7 @@ pub enum AskError {
         "the actor's bounded mailbox dropped the request (overflow policy); the actor is running"
     )]
     Dropped,
-    /// The handler deferred its reply (`Context::reply_later`) and dropped the `Deferred`
+    /// A deferred handler (`DeferredHandler`) dropped its request's `Deferred`
     /// handle without sending it.
     #[error("the handler deferred its reply and never sent it")]
     NoReply,

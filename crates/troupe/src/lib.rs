@@ -50,7 +50,9 @@ mod context;
 // 8. Deterministic simulation: a system run from a seed on one thread, in simulated time.
 pub mod sim;
 
-pub use actor::{Actor, Context, Handler, Message, Terminated, WatchId};
+pub use actor::{
+    kind, Accepts, Actor, Context, DeferredHandler, Handler, Message, Terminated, WatchId,
+};
 pub use addr::{Addr, Recipient};
 pub use bounded::Overflow;
 pub use context::StreamHandle;

@@ -191,7 +191,6 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
         if let Some(actor) = state.actor.as_mut() {
             actor.started(&mut state.ctx);
         }
-        drop_stray_deferral(state);
     }
     // An await a handler began: before the signals, one of which may already be its result
     // (the future can finish before the turn that started it has ended).
@@ -210,7 +209,6 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
             break;
         };
         on_signal(turn, signal);
-        drop_stray_deferral(turn.parts().2);
         // A continuation run by `Resume` may itself begin an await.
         let (_, _, state) = turn.parts();
         if let Some(awaiting) = state.ctx.take_awaiting() {
@@ -302,16 +300,6 @@ fn crash<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     );
 }
 
-/// A reply deferred (`Context::reply_later`) by code that was not the handler of an ask (a
-/// hook, a continuation, a supervisor decision) answers nobody: it is dropped here, when that
-/// code returns, so it can never take over the reply of a later ask (its `Deferred` then
-/// reports that nobody waits).
-fn drop_stray_deferral<A: Actor>(state: &mut ActorState<A>) {
-    if let Some(stray) = state.ctx.take_deferral() {
-        drop(stray);
-    }
-}
-
 /// Runs the continuation of the await numbered `id`, if the actor still awaits it.
 fn resume<A: Actor>(turn: &mut Turn<'_, '_, A>, id: u32, output: Box<dyn Any + Send>) {
     let (_, _, state) = turn.parts();
@@ -355,10 +343,6 @@ fn record_failure<A: Actor>(cell: &Cell<A>, state: &mut ActorState<A>, failure: 
 /// `Target::failed`: a panic unwound out of a turn. Runs no user code.
 pub(crate) fn record_panic<A: Actor>(turn: &mut Turn<'_, '_, A>, panic: &(dyn Any + Send)) {
     let (cell, _, state) = turn.parts();
-    // A reply the panicking handler deferred is never joined: its asker already got `Panicked`.
-    if let Some(rare) = state.ctx.rare.as_mut() {
-        rare.deferral = None;
-    }
     record_failure(cell, state, Failure::Panicked(Failure::from_panic(panic)));
 }
 
@@ -590,7 +574,7 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
     // The old instance may be inconsistent (it panicked): dropped without hooks. (An actor
     // restarted before its first turn is simply built anew; `restarted` runs in place of
     // `started`.)
-    drop(state.actor.take());
+    crate::reply::drop_failed(state.actor.take());
     let factory = state
         .ctx
         .rare_mut()
@@ -634,7 +618,14 @@ fn finish<A: Actor>(turn: &mut Turn<'_, '_, A>) {
         }
         // Dropped outside any hook: it may hold addresses of other actors.
         let actor = state.actor.take();
-        guarded(move || drop(actor));
+        let failed = matches!(&state.life, Life::Stopping(reason) if matches!(**reason, StopReason::Failed(_)));
+        guarded(move || {
+            if failed {
+                crate::reply::drop_failed(actor);
+            } else {
+                drop(actor);
+            }
+        });
         match std::mem::replace(
             &mut state.life,
             Life::Stopping(Box::new(StopReason::Normal)),

@@ -40,20 +40,17 @@
 //! consumes the answer, or the `Ask` dropped, cancels the timer, which releases that reference,
 //! so an answered ask does not keep its timer until the deadline.
 //!
-//! [`Deferred`] (a reply given later) is a small mutex-guarded link to the sender, outside the
-//! slot.
+//! [`Deferred`] (a reply given later, by a `DeferredHandler`) holds the sender itself.
 
 use std::fmt;
 use std::future::Future;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
 use crate::error::AskError;
 use crate::id::ActorId;
-use crate::loom::{Mutex, MutexGuard};
 use crate::role;
 use crate::timer::TimerHandle;
 
@@ -122,25 +119,24 @@ impl<R> Drop for ReplySender<R> {
     }
 }
 
-/// A reply a handler gives later: from a `pipe` or `await_then` continuation, another actor, a
-/// task. Made by `Context::reply_later` inside the handler of an asked message; the value the
-/// handler returns is then ignored, and the asker gets what is sent here (or
-/// [`AskError::NoReply`] if this is dropped unsent, [`AskError::Panicked`] if it is dropped
-/// while the code holding it panics). `ask_timeout` covers the whole wait.
+/// The reply handle of a [`DeferredHandler`](crate::DeferredHandler): it answers the request
+/// its handler was given, once, from wherever the answer comes (a `pipe` or `await_then`
+/// continuation, another actor, a task). The asker gets what is [`send`](Deferred::send)s,
+/// [`AskError::NoReply`] if it is dropped unsent, [`AskError::Panicked`] if it is dropped while
+/// the code holding it panics; `ask_timeout` covers the whole wait. For a told message it goes
+/// nowhere. It holds the asker's reply slot itself: no allocation, no lock.
 ///
 /// ```
 /// use std::time::Duration;
-/// use troupe::{Actor, Context, Deferred, Handler, Message, System};
+/// use troupe::{Actor, Context, Deferred, DeferredHandler, Handler, Message, System};
 /// struct Service;
 /// impl Actor for Service {}
 /// struct Lookup(u32);
 /// impl Message for Lookup { type Reply = String; }
-/// impl Handler<Lookup> for Service {
-///     fn handle(&mut self, msg: Lookup, ctx: &mut Context<Self>) -> String {
-///         let reply: Deferred<String> = ctx.reply_later::<Lookup>();
+/// impl DeferredHandler<Lookup> for Service {
+///     fn handle(&mut self, msg: Lookup, reply: Deferred<String>, ctx: &mut Context<Self>) {
 ///         // An async call; its answer goes to the asker when it comes.
 ///         ctx.pipe(async move { format!("user {}", msg.0) }, |name| Answered(name, reply));
-///         String::new() // ignored: the reply was deferred
 ///     }
 /// }
 /// struct Answered(String, Deferred<String>);
@@ -158,75 +154,46 @@ impl<R> Drop for ReplySender<R> {
 /// ```
 #[must_use = "a deferred reply must be sent (dropping it fails the ask with AskError::NoReply)"]
 pub struct Deferred<R> {
-    link: Arc<Mutex<Link<R>>>,
-    sent: bool,
+    /// The asker's reply slot; `None` for a told message, and once sent.
+    sender: Option<ReplySender<R>>,
 }
 
-/// Where a deferred reply goes.
-pub(crate) enum Link<R> {
-    /// The handler is still running: not yet joined to the ask.
-    Pending {
-        /// Sent before the join.
-        early: Option<R>,
-        /// Dropped unsent, and why the asker will be told it failed: `NoReply`, or `Panicked`
-        /// if it was dropped while its holder unwound.
-        abandoned: Option<AskError>,
-    },
-    /// Joined to the asker's reply slot.
-    Linked(ReplySender<R>),
-    /// Nobody will take it (the message was told, not asked), or it was delivered.
-    Closed,
-}
-
-/// The runtime's half of a deferred reply: joined to the request's reply slot when the
-/// handler returns.
-pub(crate) struct DeferredLink<R> {
-    /// `None` once joined.
-    link: Option<Arc<Mutex<Link<R>>>>,
-}
-
-impl<R> Drop for DeferredLink<R> {
-    /// Never joined (the handler panicked, or deferred twice): nobody will take the reply.
-    fn drop(&mut self) {
-        if let Some(link) = self.link.take() {
-            let mut link = lock_link(&link);
-            if let Link::Pending { .. } = *link {
-                *link = Link::Closed;
-            }
+impl<R> Deferred<R> {
+    /// The handle of an asked message.
+    #[inline]
+    pub(crate) fn to(sender: ReplySender<R>) -> Self {
+        Deferred {
+            sender: Some(sender),
         }
     }
-}
 
-impl<R: Send + 'static> Deferred<R> {
-    /// A deferred reply and the runtime's half of it.
-    pub(crate) fn new() -> (Self, DeferredLink<R>) {
-        let link = Arc::new(Mutex::new(Link::Pending {
-            early: None,
-            abandoned: None,
-        }));
-        (
-            Deferred {
-                link: link.clone(),
-                sent: false,
-            },
-            DeferredLink { link: Some(link) },
-        )
+    /// The handle of a told message: nobody waits.
+    #[inline]
+    pub(crate) fn nowhere() -> Self {
+        Deferred { sender: None }
+    }
+
+    /// Answers with a handler's return value (the runtime, for a `Handler`).
+    #[inline]
+    pub(crate) fn answer(mut self, reply: R) {
+        if let Some(sender) = self.sender.take() {
+            sender.send(reply);
+        }
     }
 
     /// Sends the reply to the asker. Gives the value back if nobody will take it (the asker
     /// gave up or timed out, or the message was told rather than asked).
     ///
     /// ```
-    /// use troupe::{Actor, Context, Deferred, Handler, Message, System};
+    /// use troupe::{Actor, Context, Deferred, DeferredHandler, Handler, Message, System};
     /// struct Later { pending: Vec<Deferred<u32>> }
     /// impl Actor for Later {}
     /// #[derive(Message)]
     /// #[reply(u32)]
     /// struct Question;
-    /// impl Handler<Question> for Later {
-    ///     fn handle(&mut self, _: Question, ctx: &mut Context<Self>) -> u32 {
-    ///         self.pending.push(ctx.reply_later::<Question>());
-    ///         0
+    /// impl DeferredHandler<Question> for Later {
+    ///     fn handle(&mut self, _: Question, reply: Deferred<u32>, _: &mut Context<Self>) {
+    ///         self.pending.push(reply);
     ///     }
     /// }
     /// #[derive(Message)]
@@ -249,25 +216,17 @@ impl<R: Send + 'static> Deferred<R> {
     /// system.shutdown();
     /// ```
     pub fn send(mut self, reply: R) -> Result<(), R> {
-        self.sent = true;
-        let mut link = lock_link(&self.link);
-        match std::mem::replace(&mut *link, Link::Closed) {
-            Link::Pending { .. } => {
-                *link = Link::Pending {
-                    early: Some(reply),
-                    abandoned: None,
-                };
-                Ok(())
-            }
-            Link::Linked(sender) => {
-                drop(link);
-                if sender.is_closed() {
-                    return Err(reply);
-                }
+        match self.sender.take() {
+            Some(sender) if !sender.is_closed() => {
                 sender.send(reply);
                 Ok(())
             }
-            Link::Closed => Err(reply),
+            // Nobody waits: the slot takes no answer, and the value goes back.
+            Some(sender) => {
+                sender.fail(AskError::NoReply);
+                Err(reply)
+            }
+            None => Err(reply),
         }
     }
 
@@ -276,14 +235,14 @@ impl<R: Send + 'static> Deferred<R> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use troupe::{Actor, AskError, Context, Deferred, Handler, Message, System};
+    /// use troupe::{Actor, AskError, Context, Deferred, DeferredHandler, Handler, Message, System};
     /// struct Slow { pending: Option<Deferred<()>> }
     /// impl Actor for Slow {}
     /// #[derive(Message)]
     /// struct Job;
-    /// impl Handler<Job> for Slow {
-    ///     fn handle(&mut self, _: Job, ctx: &mut Context<Self>) {
-    ///         self.pending = Some(ctx.reply_later::<Job>());
+    /// impl DeferredHandler<Job> for Slow {
+    ///     fn handle(&mut self, _: Job, reply: Deferred<()>, _: &mut Context<Self>) {
+    ///         self.pending = Some(reply);
     ///     }
     /// }
     /// #[derive(Message)]
@@ -302,83 +261,48 @@ impl<R: Send + 'static> Deferred<R> {
     /// system.shutdown();
     /// ```
     pub fn is_closed(&self) -> bool {
-        match &*lock_link(&self.link) {
-            Link::Pending { .. } => false,
-            Link::Linked(sender) => sender.is_closed(),
-            Link::Closed => true,
-        }
+        self.sender.as_ref().is_none_or(ReplySender::is_closed)
     }
 }
 
 impl<R> Drop for Deferred<R> {
     fn drop(&mut self) {
-        if self.sent {
-            return;
-        }
-        // Dropped while the code holding it unwinds (a continuation, a handler, a task that
-        // panicked): the asker learns it crashed, not that it forgot to answer.
-        let reason = if std::thread::panicking() {
-            AskError::Panicked
-        } else {
-            AskError::NoReply
-        };
-        let mut link = lock_link(&self.link);
-        match std::mem::replace(&mut *link, Link::Closed) {
-            Link::Pending { early, .. } => {
-                *link = Link::Pending {
-                    early,
-                    abandoned: Some(reason),
-                };
-            }
-            Link::Linked(sender) => {
-                drop(link);
-                sender.fail(reason);
-            }
-            Link::Closed => {}
+        if let Some(sender) = self.sender.take() {
+            // Dropped while the code holding it unwinds (a continuation, a handler, a task that
+            // panicked), or with the instance of an actor that failed: the asker learns it
+            // crashed, not that it forgot to answer.
+            sender.fail(if std::thread::panicking() || DROPPING_FAILED.get() {
+                AskError::Panicked
+            } else {
+                AskError::NoReply
+            });
         }
     }
+}
+
+thread_local! {
+    /// Set while the runtime drops the instance of an actor that failed.
+    static DROPPING_FAILED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Drops `instance`, the state of an actor that failed: the deferred replies it held answer
+/// [`AskError::Panicked`], as they would have had the failing handler held them.
+pub(crate) fn drop_failed<T>(instance: T) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DROPPING_FAILED.set(false);
+        }
+    }
+    DROPPING_FAILED.set(true);
+    let _reset = Reset;
+    drop(instance);
 }
 
 impl<R> fmt::Debug for Deferred<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Deferred(..)")
     }
-}
-
-impl<R> DeferredLink<R> {
-    /// Joins the deferred reply to the request's reply slot (or, `None`, to nobody: the message
-    /// was told).
-    pub(crate) fn join(mut self, sender: Option<ReplySender<R>>) {
-        let Some(link) = self.link.take() else {
-            return;
-        };
-        let mut link = lock_link(&link);
-        let Link::Pending { early, abandoned } = std::mem::replace(&mut *link, Link::Closed) else {
-            return;
-        };
-        // Decided under the lock; the reply (which may run a forward) goes out after it.
-        let Some(sender) = sender else {
-            return;
-        };
-        match early {
-            Some(reply) => {
-                drop(link);
-                sender.send(reply);
-            }
-            None => match abandoned {
-                Some(reason) => {
-                    drop(link);
-                    sender.fail(reason);
-                }
-                None => *link = Link::Linked(sender),
-            },
-        }
-    }
-}
-
-fn lock_link<R>(link: &Mutex<Link<R>>) -> MutexGuard<'_, Link<R>> {
-    // Every critical section is one replace: a poisoned lock is still consistent.
-    link.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A pending reply to an `ask`.
@@ -597,6 +521,7 @@ impl<R> Future for Ask<R> {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+    use std::sync::Arc;
     use std::task::Waker;
 
     fn pair<R: Send + 'static>() -> (ReplySender<R>, Ask<R>) {

@@ -39,12 +39,10 @@ struct Forget(Duration);
 impl Message for Forget {
     type Reply = u64;
 }
-impl Handler<Forget> for Echo {
-    fn handle(&mut self, msg: Forget, ctx: &mut Context<Self>) -> u64 {
-        let reply = ctx.reply_later::<Forget>();
+impl troupe::DeferredHandler<Forget> for Echo {
+    fn handle(&mut self, msg: Forget, reply: troupe::Deferred<u64>, _: &mut Context<Self>) {
         std::thread::sleep(msg.0);
         drop(reply);
-        0
     }
 }
 

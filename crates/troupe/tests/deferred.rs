@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{wait_for, LONG};
-use troupe::{Actor, Addr, AskError, Context, Deferred, Handler, Message, System};
+use troupe::{Actor, Addr, AskError, Context, Deferred, DeferredHandler, Handler, Message, System};
 
 /// Answers `Lookup` after an async step, through a deferred reply.
 struct Service {
@@ -20,9 +20,8 @@ struct Lookup(u32);
 impl Message for Lookup {
     type Reply = String;
 }
-impl Handler<Lookup> for Service {
-    fn handle(&mut self, msg: Lookup, ctx: &mut Context<Self>) -> String {
-        let reply = ctx.reply_later::<Lookup>();
+impl DeferredHandler<Lookup> for Service {
+    fn handle(&mut self, msg: Lookup, reply: Deferred<String>, ctx: &mut Context<Self>) {
         ctx.pipe(
             async move {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -30,7 +29,6 @@ impl Handler<Lookup> for Service {
             },
             move |name| Answered(name, reply),
         );
-        "ignored".into()
     }
 }
 struct Answered(String, Deferred<String>);
@@ -48,10 +46,9 @@ struct Hold;
 impl Message for Hold {
     type Reply = String;
 }
-impl Handler<Hold> for Service {
-    fn handle(&mut self, _: Hold, ctx: &mut Context<Self>) -> String {
-        self.held.push(ctx.reply_later::<Hold>());
-        String::new()
+impl DeferredHandler<Hold> for Service {
+    fn handle(&mut self, _: Hold, reply: Deferred<String>, _: &mut Context<Self>) {
+        self.held.push(reply);
     }
 }
 /// Counts the held replies nobody waits for any more, and lets them go.
@@ -94,9 +91,9 @@ struct DeferThenPanic;
 impl Message for DeferThenPanic {
     type Reply = String;
 }
-impl Handler<DeferThenPanic> for Service {
-    fn handle(&mut self, _: DeferThenPanic, ctx: &mut Context<Self>) -> String {
-        self.held.push(ctx.reply_later::<DeferThenPanic>());
+impl DeferredHandler<DeferThenPanic> for Service {
+    fn handle(&mut self, _: DeferThenPanic, reply: Deferred<String>, _: &mut Context<Self>) {
+        self.held.push(reply);
         panic!("deferred, then failed on purpose");
     }
 }
@@ -105,10 +102,9 @@ struct Early;
 impl Message for Early {
     type Reply = u8;
 }
-impl Handler<Early> for Service {
-    fn handle(&mut self, _: Early, ctx: &mut Context<Self>) -> u8 {
-        ctx.reply_later::<Early>().send(42).unwrap();
-        0
+impl DeferredHandler<Early> for Service {
+    fn handle(&mut self, _: Early, reply: Deferred<u8>, _: &mut Context<Self>) {
+        reply.send(42).unwrap();
     }
 }
 
@@ -128,11 +124,9 @@ struct Delegate(Addr<Oracle>);
 impl Message for Delegate {
     type Reply = String;
 }
-impl Handler<Delegate> for Service {
-    fn handle(&mut self, msg: Delegate, ctx: &mut Context<Self>) -> String {
-        let reply = ctx.reply_later::<Delegate>();
+impl DeferredHandler<Delegate> for Service {
+    fn handle(&mut self, msg: Delegate, reply: Deferred<String>, _: &mut Context<Self>) {
         msg.0.tell(Answer(reply)).unwrap();
-        String::new()
     }
 }
 

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use troupe::sim::{Explore, Faults, Simulation, Strategy};
 use troupe::{
-    Actor, Addr, AskError, Context, Deferred, Handler, Message, Placement, SpawnOptions,
-    SupervisorStrategy,
+    Actor, Addr, AskError, Context, Deferred, DeferredHandler, Handler, Message, Placement,
+    SpawnOptions, SupervisorStrategy,
 };
 
 /// Rings once, ten seconds after it starts.
@@ -212,10 +212,9 @@ impl Actor for Holder {}
 #[derive(Message)]
 #[reply(u32)]
 struct Hold;
-impl Handler<Hold> for Holder {
-    fn handle(&mut self, _: Hold, ctx: &mut Context<Self>) -> u32 {
-        self.held.push(ctx.reply_later::<Hold>());
-        0
+impl DeferredHandler<Hold> for Holder {
+    fn handle(&mut self, _: Hold, reply: Deferred<u32>, _: &mut Context<Self>) {
+        self.held.push(reply);
     }
 }
 

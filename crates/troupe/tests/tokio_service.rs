@@ -192,13 +192,16 @@ struct Late(u64, troupe::Deferred<u64>);
 impl Message for Late {
     type Reply = ();
 }
-impl Handler<Answer> for Echo {
-    fn handle(&mut self, msg: Answer, ctx: &mut Context<Self>) -> u64 {
-        if let Some(delay) = msg.delay {
-            let reply = ctx.reply_later::<Answer>();
-            ctx.send_after(delay, Late(msg.n, reply));
+impl troupe::DeferredHandler<Answer> for Echo {
+    fn handle(&mut self, msg: Answer, reply: troupe::Deferred<u64>, ctx: &mut Context<Self>) {
+        match msg.delay {
+            Some(delay) => {
+                ctx.send_after(delay, Late(msg.n, reply));
+            }
+            None => {
+                let _ = reply.send(msg.n);
+            }
         }
-        msg.n
     }
 }
 impl Handler<Late> for Echo {
