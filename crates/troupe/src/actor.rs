@@ -579,6 +579,22 @@ pub(crate) struct Rare<A: Actor> {
     pub(crate) parked: Option<Envelope<A>>,
     /// The streams attached to the actor (`Context::attach_stream`), ended when it stops.
     pub(crate) streams: Vec<IoTask>,
+    /// Where a drain is (`drain.rs`).
+    pub(crate) drain: Drain,
+    /// Pipes started and not yet delivered (or dropped): a drain waits for them.
+    pub(crate) pipes: u32,
+}
+
+/// Where an actor is in a drain (`drain.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Drain {
+    /// Not draining.
+    #[default]
+    No,
+    /// Its mark is in the mailbox, behind what was sent before.
+    Marked,
+    /// The mark was reached: it stops once no pipe is in flight.
+    Reached,
 }
 
 /// How a supervised actor is rebuilt, and when.
@@ -609,6 +625,8 @@ impl<A: Actor> Default for Rare<A> {
             awaits: 0,
             parked: None,
             streams: Vec::new(),
+            drain: Drain::No,
+            pipes: 0,
         }
     }
 }

@@ -377,6 +377,44 @@ impl<A: Actor> Addr<A> {
         self.cell.signal(crate::signal::Signal::Stop);
     }
 
+    /// Stops the actor in order: it handles every message sent to it before this call, waits
+    /// for the futures it started with [`Context::pipe`] to deliver (work it holds its mailbox
+    /// for, [`Context::await_then`], is waited for anyway), drains its children the same way,
+    /// and then stops normally. Messages sent after this call are handled only while a pipe is
+    /// still on its way; the rest are dropped as by [`stop`](Addr::stop) (askers get
+    /// `Stopped`). Wait with [`stopped`](Addr::stopped); a deadline is the caller's: `stop`
+    /// turns a drain into a plain stop, children included. Akka's `PoisonPill`, kameo's
+    /// `stop_gracefully`.
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// use std::time::Duration;
+    /// use troupe::StopReason;
+    /// let system = System::new();
+    /// let counter = system.spawn(Counter(0));
+    /// for _ in 0..1000 {
+    ///     counter.tell(Add(1)).unwrap();
+    /// }
+    /// counter.drain(); // the 1000 adds are handled first
+    /// assert_eq!(counter.stopped().wait_timeout(Duration::from_secs(5)), Ok(StopReason::Normal));
+    /// assert!(counter.metrics().processed >= 1000); // the adds, and the drain's own mark
+    /// system.shutdown();
+    /// ```
+    pub fn drain(&self) {
+        // The mark goes in from here, behind what this thread sent before (per-sender order).
+        let _ = self.push_payload(crate::drain::DrainMark(self.erased()));
+    }
+
+    /// Puts one of the runtime's own payloads (a drain's mark, a pipe's result) in the mailbox,
+    /// counted in by a bounded mailbox whatever the room. Gives it back if the actor stopped.
+    pub(crate) fn push_payload<P: Deliver<A>>(&self, payload: P) -> Result<(), P> {
+        crate::drain::push_own(&self.cell, payload)
+    }
+
     /// True once the actor has begun stopping and accepts no more messages.
     ///
     /// ```

@@ -141,6 +141,12 @@ impl Bound {
     }
 
     /// The actor took `n` messages (or a send was undone): room for `n` more.
+    /// Counts one message in whatever the room: the runtime's own (a drain's mark, a pipe's
+    /// result), which the turn counts out like any other.
+    pub(crate) fn admit_anyway(&self) {
+        self.state.fetch_add(1, Ordering::AcqRel);
+    }
+
     pub(crate) fn release(&self, n: usize) {
         // AcqRel: pairs with the registration's `fetch_or` (see the module note).
         if self.state.fetch_sub(n, Ordering::AcqRel) & WAITERS != 0 {

@@ -11,6 +11,7 @@ use crate::actor::{
     Accepts, Actor, Awaiting, Context, Factory, Handler, Message, Terminated, WatchId,
 };
 use crate::addr::Addr;
+use crate::drain::{PipeGone, Piped};
 use crate::erased::{ErasedCell, ErasedRef};
 use crate::failure::StopReason;
 use crate::id::ActorId;
@@ -185,6 +186,35 @@ impl<A: Actor> Context<A> {
     /// ```
     pub fn myself(&self) -> Addr<A> {
         Addr::from_cell(self.cell().clone())
+    }
+
+    /// Stops this actor in order, as [`Addr::drain`]: after the messages already sent to it
+    /// and the pipes it has in flight, its children drained first.
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, StopReason, System};
+    /// struct Batch { left: u32 }
+    /// impl Actor for Batch {}
+    /// #[derive(Message)]
+    /// struct Item;
+    /// impl Handler<Item> for Batch {
+    ///     fn handle(&mut self, _: Item, ctx: &mut Context<Self>) {
+    ///         self.left -= 1;
+    ///         if self.left == 5 {
+    ///             ctx.drain(); // the items already sent are still handled
+    ///         }
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let batch = system.spawn(Batch { left: 10 });
+    /// for _ in 0..10 {
+    ///     batch.tell(Item).unwrap();
+    /// }
+    /// assert_eq!(batch.stopped().wait(), Ok(StopReason::Normal));
+    /// system.shutdown();
+    /// ```
+    pub fn drain(&mut self) {
+        self.cell().signal(Signal::Drain);
     }
 
     /// Spawns a child on this actor's pool (or the system's default pool, for an actor on a
@@ -811,14 +841,20 @@ impl<A: Actor> Context<A> {
                 future.as_mut().poll(&mut cx)
             }))
         };
+        // Counted until its result (or the notice that its future was dropped) is delivered:
+        // a drain waits for it (`drain.rs`).
         match first {
             Ok(std::task::Poll::Ready(output)) => {
-                let _ = me.tell(map(output));
+                self.rare_mut().pipes += 1;
+                let _ = me.push_payload(Piped::<M, K>::new(map(output), me.erased()));
             }
             Ok(std::task::Poll::Pending) => {
+                self.rare_mut().pipes += 1;
+                let guard = PipeGuard::new(me);
                 self.cell().shared.system.spawn_io(async move {
                     let output = future.await;
-                    let _ = me.tell(map(output));
+                    let me = guard.disarm();
+                    let _ = me.push_payload(Piped::<M, K>::new(map(output), me.erased()));
                 });
             }
             Err(_) => {}
@@ -966,5 +1002,32 @@ impl<A: Actor> Context<A> {
                 output: Box::new(output),
             });
         });
+    }
+}
+
+/// Held by a piped future: tells its actor [`PipeGone`] if dropped before [`disarm`]ed.
+///
+/// [`disarm`]: PipeGuard::disarm
+pub(crate) struct PipeGuard<A: Actor> {
+    me: Option<Addr<A>>,
+}
+
+impl<A: Actor> PipeGuard<A> {
+    pub(crate) fn new(me: Addr<A>) -> Self {
+        PipeGuard { me: Some(me) }
+    }
+
+    /// The future finished: its result is delivered instead.
+    pub(crate) fn disarm(mut self) -> Addr<A> {
+        self.me.take().expect("armed until disarmed")
+    }
+}
+
+impl<A: Actor> Drop for PipeGuard<A> {
+    fn drop(&mut self) {
+        if let Some(me) = self.me.take() {
+            // A stopped actor counts nothing any more.
+            let _ = me.push_payload(PipeGone(me.erased()));
+        }
     }
 }

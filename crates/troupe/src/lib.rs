@@ -3,7 +3,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 // The layers, bottom first. A module uses only modules listed above it (a test,
-// `tests/layers.rs`, checks every `crate::` path against this order).
+// `tests/suite/layers.rs`, checks every `crate::` path against this order).
 
 // 1. Foundations: the model-checker shim, ids, failures, errors, the calling thread's role.
 mod loom;
@@ -37,6 +37,7 @@ mod runtime;
 // 6. The actor model: supervision, the user's traits and context, an actor's life, its turn.
 mod supervision;
 mod actor;
+mod drain;
 mod life;
 mod turn;
 

@@ -44,8 +44,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::actor::{Actor, Awaiting, Context, Factory};
+use crate::actor::{Actor, Awaiting, Context, Drain, Factory};
 use crate::bounded::Bound;
+use crate::drain::{push_own, DrainMark};
 use crate::erased::{ErasedCell, ErasedRef, Extras};
 use crate::failure::{Failure, StopReason};
 use crate::id::ActorId;
@@ -142,6 +143,7 @@ impl<A: Actor> ActorState<A> {
     fn settle(&mut self) {
         self.ctx.attention = !matches!(self.life, Life::Running)
             || self.ctx.stop_requested
+            || self.ctx.drain_done()
             || self
                 .ctx
                 .rare
@@ -236,6 +238,10 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
     if let Some(failure) = failed {
         report_failure(turn, failure);
     }
+    // A drain that has reached its mark with nothing left in flight.
+    if matches!(turn.parts().2.life, Life::Running) && turn.parts().2.ctx.drain_done() {
+        begin_stop(turn, StopReason::Normal);
+    }
     // A stop to complete.
     {
         let (_, _, state) = turn.parts();
@@ -259,7 +265,10 @@ pub(crate) fn attend<A: Actor>(turn: &mut Turn<'_, '_, A>) -> Attended {
 
 fn on_signal<A: Actor>(turn: &mut Turn<'_, '_, A>, signal: Signal) {
     match signal {
-        Signal::Stop => begin_stop(turn, StopReason::Normal),
+        Signal::Stop => stop(turn),
+        Signal::Drain => begin_drain(turn),
+        Signal::PipeEnded => turn.parts().2.ctx.pipe_ended(),
+        Signal::DrainReached => turn.parts().2.ctx.drain_reached(),
         Signal::ChildStopped { key, reason } => {
             let (cell, _, state) = turn.parts();
             if let Some(child) = state.ctx.rare.as_mut().and_then(|r| r.children.remove(key)) {
@@ -450,8 +459,38 @@ fn on_stop_request<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     }
 }
 
+/// A stop asked for (`Addr::stop`, a stopping parent, shutdown). During a drain it makes the
+/// drain a plain stop: an actor already stopping after its drain stops its children now.
+fn stop<A: Actor>(turn: &mut Turn<'_, '_, A>) {
+    let (_, _, state) = turn.parts();
+    if state.ctx.draining() {
+        state.ctx.rare_mut().drain = Drain::No;
+        if state.life.is_stopping() {
+            if let Some(children) = state.ctx.children() {
+                for child in children.cells() {
+                    child.signal(Signal::Stop);
+                }
+            }
+            return;
+        }
+    }
+    begin_stop(turn, StopReason::Normal);
+}
+
+/// A drain asked for: a mark goes at the end of the mailbox (`drain.rs`). A stopping actor is
+/// past draining.
+fn begin_drain<A: Actor>(turn: &mut Turn<'_, '_, A>) {
+    let (_, _, state) = turn.parts();
+    if state.life.is_stopping() || state.ctx.draining() {
+        return;
+    }
+    state.ctx.rare_mut().drain = Drain::Marked;
+    let me: ErasedRef = turn.arc();
+    let _ = push_own(turn.parts().0, DrainMark(me));
+}
+
 /// Begins stopping: `stopping` runs, the mailbox closes (queued messages are discarded and their
-/// askers told), and the children are asked to stop.
+/// askers told), and the children are asked to stop (to drain, if this actor drained).
 fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
     {
         let (_, _, state) = turn.parts();
@@ -487,9 +526,14 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
         // Senders waiting for room wake to find the mailbox closed.
         bound.release(discarded);
     }
+    let how = if state.ctx.draining() {
+        || Signal::Drain
+    } else {
+        || Signal::Stop
+    };
     if let Some(children) = state.ctx.children() {
         for child in children.cells() {
-            child.signal(Signal::Stop);
+            child.signal(how());
         }
     }
     // Its streams end now: nothing pulled from them could be delivered any more.

@@ -250,10 +250,15 @@ impl SystemShared {
 
     /// Asks every top-level actor to stop (each stops its children first).
     pub(crate) fn stop_top_level(&self) {
+        self.signal_top_level(|| Signal::Stop);
+    }
+
+    /// Sends `signal()` to every top-level actor.
+    pub(crate) fn signal_top_level(&self, signal: fn() -> Signal) {
         for shard in self.registry.iter() {
             let targets: Vec<ErasedRef> = lock(shard).iter().map(|(_, c)| c.clone()).collect();
             for cell in targets {
-                cell.signal(Signal::Stop);
+                cell.signal(signal());
             }
         }
     }
@@ -302,11 +307,21 @@ impl SystemShared {
     ///
     /// On the thread that drives a simulation, the simulation runs meanwhile, on its own clock.
     pub(crate) fn stop_all_and_wait(&self, deadline: Option<Instant>) -> bool {
+        self.signal_all_and_wait(|| Signal::Stop, deadline)
+    }
+
+    /// [`stop_all_and_wait`](SystemShared::stop_all_and_wait), sending `signal()` (a stop, or a
+    /// drain) to the top-level actors.
+    pub(crate) fn signal_all_and_wait(
+        &self,
+        signal: fn() -> Signal,
+        deadline: Option<Instant>,
+    ) -> bool {
         if let Some(driver) = role::driver() {
             let what = || format!("every actor to stop ({} live)", self.live());
             let mut idle_rounds = 0;
             loop {
-                self.stop_top_level();
+                self.signal_top_level(signal);
                 let steps = driver.steps();
                 let next = driver.now() + Duration::from_millis(100);
                 let until = deadline.map_or(next, |deadline| deadline.min(next));
@@ -333,7 +348,7 @@ impl SystemShared {
                 return true;
             }
             drop(guard);
-            self.stop_top_level();
+            self.signal_top_level(signal);
             guard = lock(&self.all_stopped.0);
             if self.live() == 0 {
                 return true;

@@ -21,6 +21,14 @@ use crate::loom::{AtomicPtr, Ordering};
 pub(crate) enum Signal {
     /// Stop for good (from `Addr::stop`, a stopping parent, a supervisor, or shutdown).
     Stop,
+    /// Stop in order: after what was sent before, and the pipes in flight (`drain.rs`).
+    Drain,
+    /// A pipe's result (or the notice that its future was dropped) was dropped by a full
+    /// mailbox's overflow policy: the pipe is counted out all the same.
+    PipeEnded,
+    /// A drain's mark was dropped as the oldest message of a full mailbox (overflow policy):
+    /// everything ahead of it is gone, so the drain has reached it all the same.
+    DrainReached,
     /// A child has stopped; `key` is its slot among its parent's children.
     ChildStopped { key: usize, reason: StopReason },
     /// A child failed (`Failure::Exited` if a permanent child stopped itself) and is suspended

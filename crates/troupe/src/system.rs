@@ -34,6 +34,7 @@ use crate::names::RegistryError;
 use crate::role;
 use crate::runtime::{Host, PoolEntry, SystemShared};
 use crate::scheduler::{Pool, PoolConfig};
+use crate::signal::Signal;
 use crate::spawn::{self, Placement, SpawnOptions};
 use crate::timer::{SimulatedClock, TimerService};
 
@@ -933,6 +934,132 @@ impl System {
             Err(error) => {
                 tracing::error!(%error, "no thread to wait for the shutdown on: it goes on in the background");
             }
+        }
+    }
+
+    /// Shuts the system down in order: every actor drains ([`Addr::drain`](crate::Addr::drain):
+    /// it handles what was sent to it before this call and the results of its pipes in flight,
+    /// its children first), for up to `deadline`; whatever is still draining then is stopped,
+    /// and the system shuts down as [`shutdown`](System::shutdown) does. The service's way to
+    /// finish in-flight jobs: stop taking requests, then drain. `Err(Timeout)` counts the
+    /// actors the deadline cut short (stopped all the same; `waited` is the drain's time).
+    /// Called from inside an actor, it does the same in the background and returns
+    /// [`ShutdownError::InsideActor`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, Context, Deferred, DeferredHandler, Handler, Message, System};
+    /// struct Worker;
+    /// impl Actor for Worker {}
+    /// #[derive(Message)]
+    /// #[reply(u64)]
+    /// struct Job(u64);
+    /// #[derive(Message)]
+    /// struct Done(u64, Deferred<u64>);
+    /// impl DeferredHandler<Job> for Worker {
+    ///     fn handle(&mut self, job: Job, reply: Deferred<u64>, ctx: &mut Context<Self>) {
+    ///         ctx.pipe(
+    ///             async move {
+    ///                 tokio::time::sleep(Duration::from_millis(20)).await;
+    ///                 job.0 * 2
+    ///             },
+    ///             move |n| Done(n, reply),
+    ///         );
+    ///     }
+    /// }
+    /// impl Handler<Done> for Worker {
+    ///     fn handle(&mut self, done: Done, _: &mut Context<Self>) {
+    ///         let _ = done.1.send(done.0);
+    ///     }
+    /// }
+    /// let system = System::new();
+    /// let worker = system.spawn(Worker);
+    /// let jobs: Vec<_> = (0..10).map(|i| worker.ask(Job(i))).collect();
+    /// system.shutdown_draining(Duration::from_secs(5)).expect("drained in time");
+    /// // Every job in flight was finished, not dropped.
+    /// for (i, job) in jobs.into_iter().enumerate() {
+    ///     assert_eq!(job.wait(), Ok(i as u64 * 2));
+    /// }
+    /// ```
+    pub fn shutdown_draining(&self, deadline: Duration) -> Result<(), ShutdownError> {
+        if role::runs_actors() {
+            let system = self.clone();
+            self.inner.shared.signal_top_level(|| Signal::Drain);
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-drain", self.inner.shared.name))
+                .spawn(move || {
+                    let _ = system.drain_then_shut_down(deadline);
+                });
+            if spawned.is_err() {
+                self.shutdown_in_background();
+            }
+            return Err(ShutdownError::InsideActor);
+        }
+        self.drain_then_shut_down(deadline)
+    }
+
+    /// [`shutdown_draining`](System::shutdown_draining) from async code, without blocking the
+    /// task's thread.
+    ///
+    /// ```
+    /// # let runtime = tokio::runtime::Runtime::new().unwrap();
+    /// # runtime.block_on(async {
+    /// use std::time::Duration;
+    /// let system = troupe::System::builder()
+    ///     .tokio_handle(tokio::runtime::Handle::current())
+    ///     .build()
+    ///     .unwrap();
+    /// system.shutdown_draining_async(Duration::from_secs(5)).await.unwrap();
+    /// assert_eq!(system.live_actors(), 0);
+    /// # });
+    /// ```
+    pub async fn shutdown_draining_async(&self, deadline: Duration) -> Result<(), ShutdownError> {
+        let shared = &self.inner.shared;
+        if shared.host().is_some() {
+            // Simulated: the simulation runs meanwhile, on its clock.
+            let started = shared.now();
+            shared.signal_top_level(|| Signal::Drain);
+            let drained = tokio::time::timeout(deadline, shared.until_all_stopped()).await;
+            let remaining = shared.live();
+            self.shutdown_async().await;
+            return match drained {
+                Ok(()) => Ok(()),
+                Err(_) => Err(ShutdownError::Timeout {
+                    remaining,
+                    waited: shared.now().saturating_duration_since(started),
+                }),
+            };
+        }
+        let (done, finished) = tokio::sync::oneshot::channel();
+        let system = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("{}-drain", shared.name))
+            .spawn(move || {
+                let _ = done.send(system.drain_then_shut_down(deadline));
+            });
+        match spawned {
+            Ok(_) => finished.await.unwrap_or(Err(ShutdownError::InsideActor)),
+            Err(error) => {
+                tracing::error!(%error, "no thread to wait for the drain on: shutting down now");
+                self.shutdown_async().await;
+                Ok(())
+            }
+        }
+    }
+
+    /// Drains every actor for up to `deadline`, then shuts down (stopping what is left).
+    fn drain_then_shut_down(&self, deadline: Duration) -> Result<(), ShutdownError> {
+        let shared = &self.inner.shared;
+        let started = shared.now();
+        tracing::debug!(system = %shared.name, ?deadline, "draining");
+        let drained = shared.signal_all_and_wait(|| Signal::Drain, Some(started + deadline));
+        let remaining = shared.live();
+        let waited = shared.now().saturating_duration_since(started);
+        let _ = self.shutdown_until(None);
+        if drained {
+            Ok(())
+        } else {
+            Err(ShutdownError::Timeout { remaining, waited })
         }
     }
 

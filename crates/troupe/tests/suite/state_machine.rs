@@ -15,7 +15,7 @@
 //! - shutdown completes, and no actor is left.
 //!
 //! The default run is short (the test suite's budget). A long run, for instance ten minutes:
-//! `TROUPE_STATE_MACHINE_SECONDS=600 cargo test --release -p troupe --test state_machine -- --nocapture`
+//! `TROUPE_STATE_MACHINE_SECONDS=600 cargo test --release -p troupe --test suite state_machine -- --nocapture`
 //! (it prints how many cases ran).
 
 use std::collections::HashMap;

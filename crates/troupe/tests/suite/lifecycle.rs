@@ -1,13 +1,11 @@
 #![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Lifecycle: hooks, stopping, children, panics, shutdown, and an idle system's CPU use.
 
-mod common;
-
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{threads_named, wait_for, DropCounter, LONG};
+use crate::common::{threads_named, wait_for, DropCounter, LONG};
 use troupe::{Actor, AskError, Context, Handler, Message, Placement, System};
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -20,7 +18,7 @@ struct Tracked {
     name: String,
     log: Log,
     children: usize,
-    _state: Option<common::Counted>,
+    _state: Option<crate::common::Counted>,
 }
 
 impl Actor for Tracked {
@@ -54,7 +52,7 @@ impl Actor for Tracked {
 }
 
 /// Carries a counted value so tests can see when the message itself is dropped.
-struct Poke(#[allow(dead_code)] Option<common::Counted>);
+struct Poke(#[allow(dead_code)] Option<crate::common::Counted>);
 impl Message for Poke {
     type Reply = ();
 }

@@ -4,13 +4,11 @@
 //! continuations that send; panics while signals are read and while a stop drains; shutdown
 //! and blocking waits from inside handlers; timers of asks that were answered.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{wait_for, DropCounter, LONG};
+use crate::common::{wait_for, DropCounter, LONG};
 use troupe::{
     Actor, Addr, AskError, Context, Handler, Message, Overflow, SpawnOptions, SupervisorStrategy,
     System,
@@ -525,7 +523,7 @@ fn shutdown_from_a_handler_returns_and_stops_everything() {
         stopper.is_stopped() && bystander.is_stopped()
     });
     wait_for("the system's threads gone", Duration::from_secs(5), || {
-        common::threads_named("tshin") == 0
+        crate::common::threads_named("tshin") == 0
     });
     assert!(started.elapsed() < Duration::from_secs(5));
 }
@@ -535,12 +533,12 @@ fn shutdown_from_a_handler_returns_and_stops_everything() {
 
 struct Replier;
 impl Actor for Replier {}
-struct Give(common::Counted);
+struct Give(crate::common::Counted);
 impl Message for Give {
-    type Reply = common::Counted;
+    type Reply = crate::common::Counted;
 }
 impl Handler<Give> for Replier {
-    fn handle(&mut self, msg: Give, _: &mut Context<Self>) -> common::Counted {
+    fn handle(&mut self, msg: Give, _: &mut Context<Self>) -> crate::common::Counted {
         msg.0
     }
 }

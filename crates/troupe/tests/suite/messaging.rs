@@ -1,12 +1,10 @@
 #![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Telling and asking: delivery, order, typed errors, and the three ways to wait for a reply.
 
-mod common;
-
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{wait_for, DropCounter, LONG};
+use crate::common::{wait_for, DropCounter, LONG};
 use troupe::{Actor, Addr, AskError, Context, Handler, Message, Placement, System};
 
 struct Recorder {
@@ -177,11 +175,11 @@ fn ask_answered_as_a_message() {
 }
 
 /// Messages big enough to be boxed behave like small ones, and nothing leaks either way.
-struct Big([u64; 16], #[allow(dead_code)] common::Counted);
+struct Big([u64; 16], #[allow(dead_code)] crate::common::Counted);
 impl Message for Big {
     type Reply = u64;
 }
-struct Small(#[allow(dead_code)] common::Counted);
+struct Small(#[allow(dead_code)] crate::common::Counted);
 impl Message for Small {
     type Reply = ();
 }

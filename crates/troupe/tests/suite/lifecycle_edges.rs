@@ -13,13 +13,11 @@
 //!   at seed 0).
 #![allow(clippy::disallowed_types)] // the tests count with std atomics; the runtime's go through its loom shim
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{wait_for, LONG};
+use crate::common::{wait_for, LONG};
 use troupe::sim::{Explore, Simulation};
 use troupe::{
     Actor, AskError, Context, Deferred, DeferredHandler, Handler, Message, Placement, SendError,

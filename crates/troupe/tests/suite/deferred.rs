@@ -2,11 +2,9 @@
 //! asker's timeout covers the whole wait; a dropped handle, a panic or a told message each end
 //! it clearly.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{wait_for, LONG};
+use crate::common::{wait_for, LONG};
 use troupe::{Actor, Addr, AskError, Context, Deferred, DeferredHandler, Handler, Message, System};
 
 /// Answers `Lookup` after an async step, through a deferred reply.

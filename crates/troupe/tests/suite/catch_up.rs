@@ -6,14 +6,12 @@
 //! (it does not lend again), sends from a plain thread (no lending), and two producers on two
 //! workers. Every message created is dropped exactly once.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use common::{wait_for, DropCounter, Item, LONG};
+use crate::common::{wait_for, DropCounter, Item, LONG};
 use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, SupervisorStrategy, System};
 
 const CATCH_UP: usize = 256;

@@ -2,12 +2,10 @@
 //! troupe inside a tokio service: the service's runtime, handlers in its context, shutdown from
 //! async code, a cloneable handle, and no thread more than it needs.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{threads_named, wait_for, LONG};
+use crate::common::{threads_named, wait_for, LONG};
 use troupe::{Actor, Context, Handler, Message, Placement, SpawnOptions, System};
 
 /// Fetches with a timeout made in the handler itself (a tokio timer needs a runtime context).

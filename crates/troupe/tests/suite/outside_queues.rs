@@ -7,15 +7,13 @@
 //! thread ends, and sends from actors of another pool. Every message is handled once, in its
 //! sender's order, and every message created is dropped exactly once.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
-use common::{wait_for, DropCounter, Item, LONG};
+use crate::common::{wait_for, DropCounter, Item, LONG};
 use troupe::{Actor, Addr, Context, Handler, Message, System};
 
 /// Counts what it handled and checks each sender's order.

@@ -1,13 +1,11 @@
 #![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Supervision under failure: restarts, policies, strategies, intensity and escalation.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{wait_for, LONG};
+use crate::common::{wait_for, LONG};
 use troupe::{
     Actor, Addr, AskError, Context, Failure, Handler, Message, Restart, SpawnOptions, StopReason,
     SupervisorStrategy, System, Terminated,

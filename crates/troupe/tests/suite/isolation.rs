@@ -2,13 +2,11 @@
 //! Isolation and backpressure: pools that cannot starve each other, bounded mailboxes, timers,
 //! the async bridge, watches, links and the registry.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{wait_for, DropCounter, LONG};
+use crate::common::{wait_for, DropCounter, LONG};
 use troupe::{
     Actor, Addr, AskError, Context, Failure, Handler, Message, Overflow, Placement, SendError,
     SpawnOptions, StopReason, System, Terminated,
@@ -104,7 +102,7 @@ struct Slow {
     handled: Arc<AtomicU64>,
 }
 impl Actor for Slow {}
-struct Item(#[allow(dead_code)] common::Counted);
+struct Item(#[allow(dead_code)] crate::common::Counted);
 impl Message for Item {
     type Reply = ();
 }

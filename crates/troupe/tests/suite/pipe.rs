@@ -4,8 +4,6 @@
 //! made by the first poll, pending on a waker that only a later poll's waker can wake, a panic
 //! in the first poll and a panic in a later one; on the pool and on a dedicated thread.
 
-mod common;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use common::{wait_for, Counted, DropCounter, LONG};
+use crate::common::{wait_for, Counted, DropCounter, LONG};
 use troupe::{Actor, Context, Handler, Message, Placement, SpawnOptions, System};
 
 /// What the future does.

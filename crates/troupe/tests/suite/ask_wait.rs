@@ -2,11 +2,9 @@
 //! (the short spin), one that comes after it went to sleep (parked), and failures on both
 //! paths. And every reply is dropped exactly once, whichever way it is taken or given up.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{wait_for, Counted, DropCounter};
+use crate::common::{wait_for, Counted, DropCounter};
 use troupe::{Actor, Addr, AskError, Context, Handler, Message, System};
 
 struct Echo;

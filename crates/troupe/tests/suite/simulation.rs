@@ -2,8 +2,6 @@
 //! from its seed, waits that can never end reported instead of hung, faults, and the
 //! exploration harness finding a race.
 
-mod common;
-
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

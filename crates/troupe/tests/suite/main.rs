@@ -1,0 +1,26 @@
+//! troupe's integration tests that can share a process, as one test binary: each file is a
+//! module (`cargo test -p troupe --test suite <file>::`). One binary compiles and links once;
+//! the allocation counters (`tests/*allocations.rs`, each with its own global allocator) and the
+//! test of the environment variable (`tests/workers_env.rs`) keep processes of their own.
+#![allow(clippy::disallowed_types)] // the tests count with std atomics; the runtime's go through its loom shim
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod ask_wait;
+mod catch_up;
+mod deferred;
+mod derive;
+mod drain;
+mod isolation;
+mod layers;
+mod lifecycle;
+mod lifecycle_edges;
+mod messaging;
+mod outside_queues;
+mod pipe;
+mod rare_paths;
+mod simulation;
+mod state_machine;
+mod supervision;
+mod tokio_service;
