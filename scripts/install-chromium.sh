@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes a headless Chromium present for the report's browser test
-# (crates/troupe-results/tests/browser.rs), on a fresh Debian or Ubuntu machine.
+# (crates/troupe-results/tests/suite/browser.rs), on a fresh Debian or Ubuntu machine.
 # Idempotent: does nothing when a Chromium or Chrome is already on PATH.
 # Installing needs root (or sudo without a password) and access to the apt repositories.
 set -euo pipefail

@@ -55,7 +55,7 @@
 //!   where its order is not that primary's, and an answer from a primary of an older epoch
 //!   than the node has seen is ignored. (Before, such a node was refused for good and never
 //!   rejoined; one whose catch-up hit a key it held elsewhere crash-looped. Found in
-//!   simulation: `dist_sim`, seeds in `tests/dist_simulation.rs`.)
+//!   simulation: `dist_sim`, seeds in `tests/suite/dist_simulation.rs`.)
 //!
 //! ## Where it runs
 //! The node logic is generic over [`Cluster`](crate::cluster::Cluster): NATS in production

@@ -5,7 +5,7 @@
 //!
 //! `TROUPE_SIM_SEEDS=<n>` runs more seeds, `TROUPE_SIM_SEED=<replay line>` replays one run
 //! (the line a failure prints). The long run: `TROUPE_SIM_SEEDS=100000 cargo test --release
-//! -p troupe-trading --test dist_simulation -- --ignored` (the crate's README gives its time).
+//! -p troupe-trading --test suite -- --ignored dist_simulation::long_run` (the crate's README gives its time).
 
 use troupe::sim::{Explore, Simulation, Strategy};
 use troupe_trading::dist_sim::{run, run_seed, Scenario};

@@ -7,8 +7,8 @@
 //! system converges after the heal, and that primary and standby end equal.
 //!
 //! A failure prints its replay line; `TROUPE_SIM_SEED=<line> cargo test -p troupe-trading
-//! --test simulation <test>` runs that seed alone. More seeds, for a long run:
-//! `TROUPE_SIM_SEEDS=100000 cargo test --release -p troupe-trading --test simulation` (the
+//! --test suite simulation::<test>` runs that seed alone. More seeds, for a long run:
+//! `TROUPE_SIM_SEEDS=100000 cargo test --release -p troupe-trading --test suite simulation::` (the
 //! crate's README has the wall time). Each corpus holds the replay lines of the defects the
 //! simulation found in the exchange (listed in the README), and in the tests without a log
 //! two seeds that found mistakes of the harness's own checks; they run first.
