@@ -52,6 +52,7 @@ use troupe::{
 
 use crate::breaker::{Breaker, BreakerConfig, Outcome, Permit, Phase};
 use crate::bulkhead::{Admission, Bulkhead, BulkheadConfig, Place, Places};
+use crate::edge::{self, BodyLimits, ConnectionLimits};
 use crate::transport::{HttpClient, HttpTransport, Transport};
 use crate::{
     Checkout, CheckoutReceipt, ErrorBody, IndexPage, Payment, PaymentReceipt, SearchResults,
@@ -77,8 +78,16 @@ pub struct ActorStoreConfig {
     /// The longest a request may wait for a backend actor's answer, queueing in its bulkhead
     /// included (default 3 s: a full queue's wait behind calls that time out).
     pub request_timeout: Duration,
-    /// The largest request body (default 16 KiB).
+    /// The largest request body (default 16 KiB); a declared length over it is refused before
+    /// the body is read.
     pub max_body: usize,
+    /// A request's head must arrive within this; it is also how long a kept-alive connection
+    /// may stay idle (default 10 s; see [`edge`](crate::edge)).
+    pub header_timeout: Duration,
+    /// A request's whole body must arrive within this of its head (default 10 s).
+    pub body_timeout: Duration,
+    /// Connections served at once; the next wait in the listen backlog (default 4,096).
+    pub max_connections: usize,
     /// troupe's worker threads (default: `TROUPE_WORKERS`, else one per core).
     pub workers: Option<usize>,
     /// Restarts of a failed backend actor allowed within one second before it stays stopped
@@ -99,6 +108,9 @@ impl ActorStoreConfig {
             max_concurrent_requests: 1024,
             request_timeout: Duration::from_secs(3),
             max_body: crate::MAX_BODY,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            max_connections: 4096,
             workers: None,
             max_restarts: 10,
         }
@@ -127,6 +139,12 @@ impl ActorStoreConfig {
         }
         if self.max_body == 0 {
             return Err("the largest body must be at least 1 byte".into());
+        }
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            return Err("the header and body timeouts must be more than 0".into());
+        }
+        if self.max_connections == 0 {
+            return Err("the edge must allow at least 1 connection".into());
         }
         if self.workers == Some(0) {
             return Err("troupe needs at least 1 worker".into());
@@ -187,6 +205,8 @@ pub struct Call {
     pub path: String,
     /// The JSON body, for POST.
     pub body: Option<Bytes>,
+    /// temp
+    pub sent: Option<Instant>,
 }
 
 /// A call waiting in the bulkhead, or starting.
@@ -210,6 +230,7 @@ struct Finished {
     permit: Permit,
     /// The actor instance that made the call: after a restart, a newer one receives it.
     instance: u64,
+    deadline: Instant,
 }
 
 /// A backend's counters, shared with the edge's `/admin/stats`; and what every instance of its
@@ -396,15 +417,23 @@ impl BackendActor {
         ctx.pipe(
             async move {
                 let _place = place;
-                tokio::time::timeout(left, exchange)
+                let r = tokio::time::timeout(left, exchange)
                     .await
-                    .map_err(|_| CallError::Timeout(name, timeout))?
+                    .map_err(|_| CallError::Timeout(name, timeout))?;
+                r
             },
-            move |result| Finished {
-                result,
-                reply,
-                permit,
-                instance,
+            move |result| {
+                let late = Instant::now().saturating_duration_since(deadline);
+                if late > Duration::from_millis(30) {
+                    eprintln!("TEMP timeout fired late {late:?}");
+                }
+                Finished {
+                    result,
+                    reply,
+                    permit,
+                    instance,
+                    deadline,
+                }
             },
         );
     }
@@ -477,6 +506,12 @@ impl Handler<Call> for BackendActor {
             return Err(CallError::CircuitOpen(self.name));
         }
         let reply = ctx.reply_later::<Call>();
+        if let Some(sent) = call.sent {
+            let lag = now.saturating_duration_since(sent);
+            if lag > Duration::from_millis(30) {
+                eprintln!("TEMP admission lag {lag:?}");
+            }
+        }
         let deadline = now + self.timeout;
         match self.bulkhead.admit(Pending {
             call,
@@ -506,6 +541,12 @@ impl Handler<Call> for BackendActor {
 impl Handler<Expire> for BackendActor {
     fn handle(&mut self, _: Expire, ctx: &mut Context<Self>) {
         let now = ctx.now();
+        if let Some(e) = self.expiry {
+            let late = now.saturating_duration_since(e);
+            if late > Duration::from_millis(30) {
+                eprintln!("TEMP expire late {late:?}");
+            }
+        }
         self.expiry = None;
         for pending in self
             .bulkhead
@@ -522,6 +563,12 @@ impl Handler<Expire> for BackendActor {
 
 impl Handler<Finished> for BackendActor {
     fn handle(&mut self, done: Finished, ctx: &mut Context<Self>) {
+        {
+            let late = ctx.now().saturating_duration_since(done.deadline);
+            if late > Duration::from_millis(30) {
+                eprintln!("TEMP finished handled late {late:?}");
+            }
+        }
         let outcome = match &done.result {
             Ok(_) => {
                 self.stats.succeeded.fetch_add(1, Ordering::Relaxed);
@@ -704,6 +751,7 @@ impl App {
             method: Method::GET,
             path,
             body: None,
+            sent: Some(Instant::now()),
         };
         self.call(&self.search, "search", "search results", call)
             .await
@@ -720,6 +768,7 @@ impl App {
             method: Method::POST,
             path: "/pay".to_owned(),
             body: Some(Bytes::from(body)),
+            sent: None,
         };
         self.call(&self.payment, "payment", "a payment receipt", call)
             .await
@@ -772,7 +821,13 @@ async fn search_handler(
     let query = params
         .q
         .ok_or_else(|| StoreError::new(StatusCode::BAD_REQUEST, "the query `q` is missing"))?;
-    Ok(Json(app.search(&query).await?))
+    let t0 = Instant::now();
+    let r = app.search(&query).await;
+    let e = t0.elapsed();
+    if e > Duration::from_millis(1003) {
+        eprintln!("TEMP slow search {:?} {:?}", e, r.as_ref().err());
+    }
+    Ok(Json(r?))
 }
 
 async fn pay(
@@ -886,17 +941,32 @@ impl ActorStore {
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(axum::extract::DefaultBodyLimit::max(config.max_body))
-            .layer(shedding)
             .with_state(app);
+        let limits = ConnectionLimits {
+            header_timeout: config.header_timeout,
+            body_timeout: config.body_timeout,
+            max_body: config.max_body,
+            max_connections: config.max_connections,
+        };
+        let body_limits = BodyLimits {
+            timeout: config.body_timeout,
+            max: config.max_body,
+        };
+        // The limit wraps the whole router, once: `Router::layer` would give each route (and
+        // the fallback) a limit of its own, 1,024 each. The body is read before it, so a
+        // request takes a place only once the store can work on it.
+        let service = ServiceBuilder::new()
+            .layer(axum::middleware::from_fn_with_state(
+                body_limits,
+                edge::read_body,
+            ))
+            .layer(shedding)
+            .service(router);
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let server = tokio::spawn(edge::serve(listener, service, limits, async move {
+            let _ = stopped.await;
+        }));
         Ok(ActorStore {
             addr,
             system,
@@ -910,18 +980,18 @@ impl ActorStore {
         self.addr
     }
 
-    /// Graceful shutdown: stop taking requests, let those in progress finish (each bounded by
-    /// the request timeout), then stop the actors.
+    /// Graceful shutdown: stop taking requests, close idle connections, let requests in
+    /// progress finish (each bounded by the request timeout; all of them by 10 s), then stop
+    /// the actors.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(server) = self.server.take() {
-            match tokio::time::timeout(Duration::from_secs(10), server).await {
-                Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(error))) => eprintln!("the store's server failed: {error}"),
-                Ok(Err(error)) => eprintln!("the store's server task failed: {error}"),
-                Err(_) => eprintln!("requests still in progress after 10 s; stopping anyway"),
+            match server.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => eprintln!("the store's server failed: {error}"),
+                Err(error) => eprintln!("the store's server task failed: {error}"),
             }
         }
         self.system.shutdown_async().await;
