@@ -9,7 +9,8 @@
 //! answers when the call's result comes back as a message. Being the only owner of that state,
 //! it needs no lock. It reads the time from its context (`ctx.now()`), so that it runs
 //! unchanged in simulated time. The edge sheds load: past `max_concurrent_requests` requests
-//! in progress, the store answers 503 at once.
+//! in progress in the whole store, it answers 503 at once; what a client can make it wait for
+//! (a head, a body, a connection) is bounded in [`edge`](crate::edge).
 //!
 //! A call's timeout runs from its admission: a call that waits in the bulkhead starts with
 //! what is left of it, and one whose time runs out while it waits is answered 504 by a timer
@@ -72,8 +73,9 @@ pub struct ActorStoreConfig {
     pub bulkhead: BulkheadConfig,
     /// Each backend's circuit breaker.
     pub breaker: BreakerConfig,
-    /// Requests in progress at the edge before it answers 503 (default 1,024: the seed's
-    /// 900 users, plus room).
+    /// Requests in progress in the whole store, every route together, before it answers 503
+    /// (default 1,024: the seed's 900 users, plus room). A request counts from when its body
+    /// is in to its answer.
     pub max_concurrent_requests: usize,
     /// The longest a request may wait for a backend actor's answer, queueing in its bulkhead
     /// included (default 3 s: a full queue's wait behind calls that time out).

@@ -163,7 +163,11 @@ where
         // The place is taken before accepting: past the cap, connections wait in the kernel's
         // backlog, costing the store nothing.
         let place = tokio::select! {
-            place = places.clone().acquire_owned() => place.expect("the semaphore is never closed"),
+            place = places.clone().acquire_owned() => match place {
+                Ok(place) => place,
+                // Only a closed semaphore refuses, and nothing closes this one.
+                Err(_) => break,
+            },
             () = &mut stop => break,
         };
         let stream = tokio::select! {
@@ -181,8 +185,6 @@ where
             },
             () = &mut stop => break,
         };
-        // Answers are small and written whole: no reason to wait for Nagle's timer.
-        let _ = stream.set_nodelay(true);
         let service = service.clone();
         let per_request = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             service.clone().oneshot(request.map(Body::new))
