@@ -11,7 +11,7 @@
 //! | sends a body slowly | a connection | the whole body must arrive within `body_timeout` of its head, else 408 and the connection is closed |
 //! | declares a body over `max_body` | nothing | 413 at once, from `Content-Length`, before a byte of the body is read |
 //! | sends a body over `max_body` without declaring it (chunked) | a connection | 413 once `max_body` bytes have come |
-//! | sends a head over [`MAX_HEAD`] | nothing | 431 (hyper) |
+//! | sends a head over [`MAX_HEAD`] | nothing | 431 and the connection closed (hyper) |
 //! | opens connections by the thousand | memory, descriptors | at most `max_connections` served at once; the next wait in the listen backlog until one closes |
 //!
 //! The body is read here, under its deadline, before the request takes a place in the store's
@@ -43,11 +43,15 @@ use tower::{Service, ServiceExt};
 
 use crate::ErrorBody;
 
-/// The largest request head (request line and headers), in bytes; beyond, hyper answers 431.
-/// hyper's default, about 400 KiB, would let each of thousands of slow connections hold that
-/// much; the store's heads are a few hundred bytes, and 32 KiB is what nginx allows at most
-/// (four 8 KiB buffers).
+/// The largest request head (request line and headers), in bytes; beyond, hyper answers 431
+/// and closes the connection. The store's heads are a few hundred bytes; 32 KiB is what nginx
+/// allows at most (four 8 KiB buffers).
 pub const MAX_HEAD: usize = 32 * 1024;
+
+/// The most a connection's read buffer may grow to, in bytes. hyper's default, about 400 KiB,
+/// would let each of thousands of connections hold that much; twice the largest head leaves
+/// room for a head and the start of its body.
+const MAX_READ_BUFFER: usize = 2 * MAX_HEAD;
 
 /// How long [`serve`] lets requests in progress finish once asked to stop.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -155,7 +159,8 @@ where
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
-        .max_buf_size(MAX_HEAD);
+        .max_header_size(MAX_HEAD)
+        .max_buf_size(MAX_READ_BUFFER);
     let places = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut stop = std::pin::pin!(stop);

@@ -491,3 +491,21 @@ fn searches_answer_within_the_call_timeout_while_search_hangs_under_many_clients
     );
     running.stop();
 }
+
+#[test]
+fn a_head_over_the_limit_is_refused_at_once() {
+    let running = Running::start(BackendsConfig::default(), |_| {});
+    let mut stream = connect(running.addr());
+    let start = Instant::now();
+    let head = format!(
+        "GET / HTTP/1.1\r\nHost: store\r\nX-Padding: {}\r\n\r\n",
+        "a".repeat(troupe_store::edge::MAX_HEAD + 1024)
+    );
+    // The store may close the connection before it has read all of this.
+    let _ = stream.write_all(head.as_bytes());
+    let answer = read_answer(&mut stream).expect("an answer");
+    assert_eq!(answer.status, 431, "{answer:?}");
+    assert!(start.elapsed() < SLACK, "took {:?}", start.elapsed());
+    assert_eq!(exchange(running.addr(), &get("/")).status, 200);
+    running.stop();
+}
