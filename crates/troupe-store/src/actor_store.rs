@@ -9,7 +9,8 @@
 //! with `ctx.pipe`, and answers when the call's result comes back as a message. Being the only owner of that state,
 //! it needs no lock. It reads the time from its context (`ctx.now()`), so that it runs
 //! unchanged in simulated time. The edge sheds load: past `max_concurrent_requests` requests
-//! in progress, the store answers 503 at once.
+//! in progress in the whole store, it answers 503 at once; what a client can make it wait for
+//! (a head, a body, a connection) is bounded in [`edge`](crate::edge).
 //!
 //! A call's timeout runs from its admission: a call that waits in the bulkhead starts with
 //! what is left of it, and one whose time runs out while it waits is answered 504 by a timer
@@ -52,6 +53,7 @@ use troupe::{
 
 use crate::breaker::{Breaker, BreakerConfig, Outcome, Permit, Phase};
 use crate::bulkhead::{Admission, Bulkhead, BulkheadConfig, Place, Places};
+use crate::edge::{self, BodyLimits, ConnectionLimits};
 use crate::transport::{HttpClient, HttpTransport, Transport};
 use crate::{
     Checkout, CheckoutReceipt, ErrorBody, IndexPage, Payment, PaymentReceipt, SearchResults,
@@ -71,14 +73,23 @@ pub struct ActorStoreConfig {
     pub bulkhead: BulkheadConfig,
     /// Each backend's circuit breaker.
     pub breaker: BreakerConfig,
-    /// Requests in progress at the edge before it answers 503 (default 1,024: the seed's
-    /// 900 users, plus room).
+    /// Requests in progress in the whole store, every route together, before it answers 503
+    /// (default 1,024: the seed's 900 users, plus room). A request counts from when its body
+    /// is in to its answer.
     pub max_concurrent_requests: usize,
     /// The longest a request may wait for a backend actor's answer, queueing in its bulkhead
     /// included (default 3 s: a full queue's wait behind calls that time out).
     pub request_timeout: Duration,
-    /// The largest request body (default 16 KiB).
+    /// The largest request body (default 16 KiB); a declared length over it is refused before
+    /// the body is read.
     pub max_body: usize,
+    /// A request's head must arrive within this; it is also how long a kept-alive connection
+    /// may stay idle (default 10 s; see [`edge`](crate::edge)).
+    pub header_timeout: Duration,
+    /// A request's whole body must arrive within this of its head (default 10 s).
+    pub body_timeout: Duration,
+    /// Connections served at once; the next wait in the listen backlog (default 4,096).
+    pub max_connections: usize,
     /// troupe's worker threads (default: `TROUPE_WORKERS`, else one per core).
     pub workers: Option<usize>,
     /// Restarts of a failed backend actor allowed within one second before it stays stopped
@@ -99,6 +110,9 @@ impl ActorStoreConfig {
             max_concurrent_requests: 1024,
             request_timeout: Duration::from_secs(3),
             max_body: crate::MAX_BODY,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            max_connections: 4096,
             workers: None,
             max_restarts: 10,
         }
@@ -127,6 +141,12 @@ impl ActorStoreConfig {
         }
         if self.max_body == 0 {
             return Err("the largest body must be at least 1 byte".into());
+        }
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            return Err("the header and body timeouts must be more than 0".into());
+        }
+        if self.max_connections == 0 {
+            return Err("the edge must allow at least 1 connection".into());
         }
         if self.workers == Some(0) {
             return Err("troupe needs at least 1 worker".into());
@@ -885,17 +905,32 @@ impl ActorStore {
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(axum::extract::DefaultBodyLimit::max(config.max_body))
-            .layer(shedding)
             .with_state(app);
+        let limits = ConnectionLimits {
+            header_timeout: config.header_timeout,
+            body_timeout: config.body_timeout,
+            max_body: config.max_body,
+            max_connections: config.max_connections,
+        };
+        let body_limits = BodyLimits {
+            timeout: config.body_timeout,
+            max: config.max_body,
+        };
+        // The limit wraps the whole router, once: `Router::layer` would give each route (and
+        // the fallback) a limit of its own, 1,024 each. The body is read before it, so a
+        // request takes a place only once the store can work on it.
+        let service = ServiceBuilder::new()
+            .layer(axum::middleware::from_fn_with_state(
+                body_limits,
+                edge::read_body,
+            ))
+            .layer(shedding)
+            .service(router);
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let server = tokio::spawn(edge::serve(listener, service, limits, async move {
+            let _ = stopped.await;
+        }));
         Ok(ActorStore {
             addr,
             system,
@@ -909,18 +944,18 @@ impl ActorStore {
         self.addr
     }
 
-    /// Graceful shutdown: stop taking requests, let those in progress finish (each bounded by
-    /// the request timeout), then stop the actors.
+    /// Graceful shutdown: stop taking requests, close idle connections, let requests in
+    /// progress finish (each bounded by the request timeout; all of them by 10 s), then stop
+    /// the actors.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         if let Some(server) = self.server.take() {
-            match tokio::time::timeout(Duration::from_secs(10), server).await {
-                Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(error))) => eprintln!("the store's server failed: {error}"),
-                Ok(Err(error)) => eprintln!("the store's server task failed: {error}"),
-                Err(_) => eprintln!("requests still in progress after 10 s; stopping anyway"),
+            match server.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => eprintln!("the store's server failed: {error}"),
+                Err(error) => eprintln!("the store's server task failed: {error}"),
             }
         }
         self.system.shutdown_async().await;

@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::actor_store::{ActorStore, ActorStoreConfig};
 use crate::backends::{Backends, BackendsConfig, SearchMode};
+use crate::listener::{listen, listen_async};
 use crate::load::{self, ClosedConfig, ClosedReport, OpenPoint, Phase};
 use crate::thread_store::{ThreadStore, ThreadStoreConfig};
 
@@ -243,13 +244,13 @@ impl Running {
                 store_config.search_url = search;
                 store_config.payment_url = payment;
                 let store = rt.block_on(async {
-                    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                    let listener = listen_async("127.0.0.1:0")?;
                     ActorStore::start(listener, store_config).await
                 })?;
                 Ok(Running::Troupe(store, rt))
             }
             StoreKind::Threads => {
-                let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+                let listener = listen("127.0.0.1:0")?;
                 let mut store_config = ThreadStoreConfig::new(search, payment);
                 store_config.threads = config.threads;
                 Ok(Running::Threads(ThreadStore::start(
@@ -280,8 +281,8 @@ impl Running {
 
 fn start_backends(rt: &tokio::runtime::Runtime, hang: Duration) -> Result<Backends> {
     rt.block_on(async {
-        let search = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let payment = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let search = listen_async("127.0.0.1:0")?;
+        let payment = listen_async("127.0.0.1:0")?;
         let config = BackendsConfig {
             hang,
             ..BackendsConfig::default()

@@ -4,6 +4,10 @@
 //!
 //! - [`backends`]: the search and payment services, real HTTP on loopback, answering JSON
 //!   after 20 ms; search can be switched to hang (30 s, then 502) and back.
+//! - [`listener`]: the listening sockets, with the accept backlog a deployment sets (both
+//!   stores and the backends).
+//! - [`edge`]: where the troupe store meets its clients: a deadline on each request's head and
+//!   body, a size limit enforced from `Content-Length`, a cap on connections.
 //! - [`actor_store`]: the store on troupe and axum. One actor per backend owns its transport
 //!   ([`transport`]: HTTP), its bulkhead ([`bulkhead`]), its per-call timeout and its circuit
 //!   breaker ([`breaker`]); the edge sheds load with 503 rather than queueing without bound.
@@ -32,6 +36,8 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod backends;
 pub mod transport;
+pub mod listener;
+pub mod edge;
 pub mod actor_store;
 pub mod thread_store;
 pub mod load;

@@ -18,6 +18,7 @@ use troupe_store::backends::{Backends, BackendsConfig, SearchMode};
 use troupe_store::bench::{self, BenchConfig, StoreKind};
 use troupe_store::breaker::BreakerConfig;
 use troupe_store::bulkhead::BulkheadConfig;
+use troupe_store::listener::{listen, listen_async};
 use troupe_store::thread_store::{ThreadStore, ThreadStoreConfig};
 use troupe_store::{chart, report};
 
@@ -125,6 +126,16 @@ struct Tuning {
     /// troupe store: restarts of a failed backend actor allowed within a second.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     max_restarts: u32,
+    /// troupe store: a request's head must arrive within this, and a kept-alive connection
+    /// may stay idle this long (ms).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    header_timeout_ms: u64,
+    /// troupe store: a request's whole body must arrive within this of its head (ms).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    body_timeout_ms: u64,
+    /// troupe store: connections served at once; the next wait in the listen backlog.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
     /// troupe store: troupe's worker threads (default: TROUPE_WORKERS, else one per core).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
     workers: Option<u64>,
@@ -154,6 +165,9 @@ impl Tuning {
         };
         config.max_concurrent_requests = self.max_concurrent as usize;
         config.max_body = self.max_body as usize;
+        config.header_timeout = Duration::from_millis(self.header_timeout_ms);
+        config.body_timeout = Duration::from_millis(self.body_timeout_ms);
+        config.max_connections = self.max_connections as usize;
         config.workers = self.workers.map(|w| w as usize);
         config.max_restarts = self.max_restarts;
         config.check().map_err(anyhow::Error::msg)?;
@@ -271,11 +285,9 @@ fn run() -> Result<()> {
             }
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async {
-                let s = tokio::net::TcpListener::bind(("127.0.0.1", search_port))
-                    .await
+                let s = listen_async(("127.0.0.1", search_port))
                     .with_context(|| format!("binding 127.0.0.1:{search_port}"))?;
-                let p = tokio::net::TcpListener::bind(("127.0.0.1", payment_port))
-                    .await
+                let p = listen_async(("127.0.0.1", payment_port))
                     .with_context(|| format!("binding 127.0.0.1:{payment_port}"))?;
                 let config = BackendsConfig {
                     latency: Duration::from_millis(latency_ms),
@@ -347,8 +359,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             let config = args.tuning.troupe(args.search_url, args.payment_url)?;
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async {
-                let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
-                    .await
+                let listener = listen_async(("127.0.0.1", args.port))
                     .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
                 let store = ActorStore::start(listener, config).await?;
                 println!(
@@ -364,7 +375,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             let mut config = ThreadStoreConfig::new(args.search_url, args.payment_url);
             config.threads = args.tuning.threads as usize;
             config.max_body = args.tuning.max_body as usize;
-            let listener = std::net::TcpListener::bind(("127.0.0.1", args.port))
+            let listener = listen(("127.0.0.1", args.port))
                 .with_context(|| format!("binding 127.0.0.1:{}", args.port))?;
             let store = ThreadStore::start(listener, config)?;
             println!(

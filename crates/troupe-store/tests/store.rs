@@ -243,7 +243,7 @@ fn bad_requests_get_a_clear_json_error_and_nothing_hangs() {
                 "x".repeat(2000)
             )),
             413,
-            "length limit",
+            "larger than 1024 bytes",
         ),
         (
             "POST",
