@@ -41,12 +41,13 @@ mod drain;
 mod life;
 mod turn;
 
-// 7. The public API: metrics, addresses, spawning, the system, the context's methods.
+// 7. The public API: metrics, addresses, spawning, the system, the context's methods, routers.
 mod metrics;
 mod addr;
 mod spawn;
 mod system;
 mod context;
+mod router;
 
 // 8. Deterministic simulation: a system run from a seed on one thread, in simulated time.
 pub mod sim;
@@ -63,6 +64,7 @@ pub use id::ActorId;
 pub use metrics::{ActorMetrics, PoolMetrics};
 pub use names::RegistryError;
 pub use reply::{Ask, Deferred};
+pub use router::{NoRoutees, Router};
 pub use spawn::{Placement, SpawnOptions};
 pub use supervision::{Backoff, Restart, StrategyKind, SupervisorStrategy};
 pub use system::{System, SystemBuilder, WORKERS_ENV};

@@ -384,7 +384,9 @@ fn report_failure<A: Actor>(turn: &mut Turn<'_, '_, A>, failure: Box<Failure>) {
             Err(failure) => {
                 if matches!(failure, Failure::Escalated { .. }) {
                     // Past its restart intensity there is no supervisor above to decide: it
-                    // stops for good, and its callers will only see `Stopped`. Said loudly.
+                    // stops for good, and its callers will only see `Stopped`. Said loudly, and
+                    // counted (`System::escalations`).
+                    cell.shared.system.escalated();
                     let name = cell
                         .shared
                         .extras

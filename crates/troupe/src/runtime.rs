@@ -29,7 +29,7 @@ use crossbeam_utils::CachePadded;
 use crate::erased::{ErasedCell, ErasedRef};
 use crate::error::BuildError;
 use crate::id::ActorId;
-use crate::loom::{AtomicBool, AtomicUsize, Ordering};
+use crate::loom::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::names::Names;
 use crate::raw::Executor;
 use crate::role;
@@ -150,6 +150,8 @@ pub(crate) struct SystemShared {
     running: Mutex<Option<Vec<Pool>>>,
     registry: Box<[CachePadded<Mutex<slab::Slab<ErasedRef>>>]>,
     live: CachePadded<AtomicUsize>,
+    /// Top-level supervised actors stopped for good by failing past their restart intensity.
+    escalations: AtomicU64,
     /// Notified when the live count reaches zero; the mutex holds the tasks waiting for that
     /// (`until_all_stopped`).
     all_stopped: (Mutex<Vec<Waker>>, Condvar),
@@ -206,6 +208,7 @@ impl SystemShared {
                 .map(|_| CachePadded::new(Mutex::new(slab::Slab::new())))
                 .collect(),
             live: CachePadded::new(AtomicUsize::new(0)),
+            escalations: AtomicU64::new(0),
             all_stopped: (Mutex::new(Vec::new()), Condvar::new()),
             dedicated_threads: Mutex::new(Vec::new()),
             shutting_down: AtomicBool::new(false),
@@ -294,6 +297,16 @@ impl SystemShared {
             Poll::Pending
         })
         .await
+    }
+
+    /// A top-level supervised actor failed past its restart intensity.
+    pub(crate) fn escalated(&self) {
+        self.escalations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many top-level actors failed past their restart intensity so far.
+    pub(crate) fn escalations(&self) -> u64 {
+        self.escalations.load(Ordering::Relaxed)
     }
 
     /// Actors spawned and not yet finished.

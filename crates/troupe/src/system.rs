@@ -787,6 +787,36 @@ impl System {
         self.shared().live()
     }
 
+    /// How many top-level supervised actors failed more often than their restart intensity
+    /// allows, and stopped for good (each also logged at error level with its type and
+    /// name). A service's health check can watch it: such an actor's callers only see
+    /// `Stopped`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::{Actor, Context, Handler, Message, SpawnOptions, StopReason, SupervisorStrategy, System};
+    /// struct Poisoned;
+    /// impl Actor for Poisoned {}
+    /// #[derive(Message)]
+    /// struct Job;
+    /// impl Handler<Job> for Poisoned {
+    ///     fn handle(&mut self, _: Job, _: &mut Context<Self>) { panic!("poison") }
+    /// }
+    /// let system = System::new();
+    /// let strategy = SupervisorStrategy::one_for_one().intensity(2, Duration::from_secs(60));
+    /// let worker = system.spawn_supervised(|| Poisoned, SpawnOptions::new().supervision(strategy));
+    /// for _ in 0..3 {
+    ///     let _ = worker.tell(Job);
+    /// }
+    /// // Failed, past 2 restarts.
+    /// assert!(matches!(worker.stopped().wait(), Ok(StopReason::Failed(_))));
+    /// assert_eq!(system.escalations(), 1);
+    /// system.shutdown();
+    /// ```
+    pub fn escalations(&self) -> u64 {
+        self.shared().escalations()
+    }
+
     /// Worker threads in the default pool.
     ///
     /// ```

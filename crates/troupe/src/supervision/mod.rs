@@ -204,6 +204,26 @@ impl SupervisorStrategy {
         self
     }
 
+    /// Restarts without limit: it never escalates. For a service's workers, where a poison
+    /// message must not take a worker away for good; pair it with a
+    /// [`backoff`](SupervisorStrategy::backoff), so that an actor failing at every message
+    /// does not spin. (The default, 3 restarts in 5 s, is Erlang's intensity of 1 in 5 s and
+    /// Akka's classic 10 in 1 minute in spirit: a failure that repeats at once is not cured
+    /// by restarting, and the parent should hear of it.)
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use troupe::SupervisorStrategy;
+    /// let strategy = SupervisorStrategy::one_for_one()
+    ///     .without_limit()
+    ///     .backoff(Duration::from_millis(10), Duration::from_secs(1));
+    /// assert_eq!(strategy.max_restarts, u32::MAX);
+    /// ```
+    pub fn without_limit(mut self) -> Self {
+        self.max_restarts = u32::MAX;
+        self
+    }
+
     /// Wait before restarting: `min` at first, doubling up to `max`.
     ///
     /// ```
@@ -232,6 +252,9 @@ impl Restart {
     }
 }
 
+/// The back-off doubles at most this many times (2^30 times its minimum).
+const BACKOFF_DOUBLINGS: usize = 30;
+
 /// A supervisor's recent restarts, for its intensity limit and back-off.
 #[derive(Debug, Default)]
 pub(crate) struct Intensity {
@@ -254,12 +277,16 @@ impl Intensity {
             self.restarts.pop_front();
         }
         self.restarts.push_back(now);
+        if strategy.max_restarts == u32::MAX && self.restarts.len() > BACKOFF_DOUBLINGS + 1 {
+            // Without a limit, only the back-off reads the count, and it stops doubling here.
+            self.restarts.pop_front();
+        }
         if self.restarts.len() > strategy.max_restarts as usize {
             self.restarts.clear();
             return None;
         }
         let delay = strategy.backoff.map(|b| {
-            let doublings = (self.restarts.len() - 1).min(30) as u32;
+            let doublings = (self.restarts.len() - 1).min(BACKOFF_DOUBLINGS) as u32;
             b.min.saturating_mul(1 << doublings).min(b.max)
         });
         Some(delay.filter(|d| !d.is_zero()))
