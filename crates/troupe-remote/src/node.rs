@@ -29,8 +29,8 @@ use crate::wire::{
 pub struct NodeOptions {
     /// The longest an ask waits for its reply (default 5 s).
     pub ask_timeout: Duration,
-    /// How often the node says it is alive (default 100 ms). A watcher declares the node gone
-    /// after `missed_heartbeats` intervals without one.
+    /// How often the node says it is alive, from its first export on (default 100 ms). A
+    /// watcher declares the node gone after `missed_heartbeats` intervals without one.
     pub heartbeat: Duration,
     /// Heartbeats missed before a watcher declares the exporting process gone (default 3).
     pub missed_heartbeats: u32,

@@ -586,20 +586,33 @@ fn prepare(cli: Cli) -> Result<(Setup, Job)> {
             if !ok {
                 bail!("--name {name:?}: use 1-64 letters, digits, '-' or '_'");
             }
-            let credentials = match (nats_nkey, nats_creds) {
-                (Some(file), _) => troupe_remote::Credentials::NkeyFile(file),
-                (None, Some(file)) => troupe_remote::Credentials::CredsFile(file),
-                (None, None) => troupe_remote::Credentials::None,
+            let (credentials, option) = match (nats_nkey, nats_creds) {
+                (Some(file), _) => (troupe_remote::Credentials::NkeyFile(file), "--nats-nkey"),
+                (None, Some(file)) => (troupe_remote::Credentials::CredsFile(file), "--nats-creds"),
+                (None, None) => (troupe_remote::Credentials::None, ""),
             };
-            // The files are read and checked now: a bad one is a one-line error before
-            // anything starts.
-            troupe_remote::NodeOptions {
-                credentials: credentials.clone(),
-                tls_ca: nats_ca.clone(),
-                ..troupe_remote::NodeOptions::default()
-            }
-            .nats_options()
-            .map_err(|e| anyhow::anyhow!("--nats-nkey, --nats-creds or --nats-ca: {e}"))?;
+            // The files are read and checked now: a bad one is a one-line error naming its
+            // option, before anything starts.
+            let check = |options: troupe_remote::NodeOptions, option: &str| {
+                options
+                    .nats_options()
+                    .map(drop)
+                    .map_err(|e| anyhow::anyhow!("{option}: {e}"))
+            };
+            check(
+                troupe_remote::NodeOptions {
+                    credentials: credentials.clone(),
+                    ..troupe_remote::NodeOptions::default()
+                },
+                option,
+            )?;
+            check(
+                troupe_remote::NodeOptions {
+                    tls_ca: nats_ca.clone(),
+                    ..troupe_remote::NodeOptions::default()
+                },
+                "--nats-ca",
+            )?;
             Job::Node(troupe_trading::dist::NodeConfig {
                 nats,
                 credentials,
