@@ -146,9 +146,10 @@ enum Command {
     },
     /// Actors across processes over NATS: ask round trips (rate, p50, p99) and one-way tells
     /// to an actor in a second process, beside the same in one process and beside NATS
-    /// request-reply by itself; and the wire's two candidate encodings. Starts its own
-    /// nats-server on a free loopback port (installed by scripts/install-nats-server.sh when
-    /// missing).
+    /// request-reply by itself, each with and without TLS; and the wire's two candidate
+    /// encodings. Starts its own nats-servers on free loopback ports (installed by
+    /// scripts/install-nats-server.sh when missing), which let in only its own users (nkeys
+    /// made at run time).
     Remote {
         /// Sequential asks per measurement (1-10000000).
         #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -180,6 +181,12 @@ enum Command {
         /// The NATS server to connect to.
         #[arg(long)]
         url: String,
+        /// The file holding the process's nkey seed.
+        #[arg(long)]
+        nkey: Option<std::path::PathBuf>,
+        /// The authority of the server's TLS certificate (TLS if given).
+        #[arg(long)]
+        ca: Option<std::path::PathBuf>,
     },
     /// Every scenario with the seeds' sizes (about four minutes on 2 cores); writes the results
     /// and the HTML report into `<results-dir>/all-<UTC time>/`.
@@ -464,7 +471,9 @@ fn run() -> Result<()> {
                 messages
             },
         ),
-        Command::RemoteServe { url } => remote::serve(&url, &config),
+        Command::RemoteServe { url, nkey, ca } => {
+            remote::serve(&url, &remote::ServeAccess { nkey, ca }, &config)
+        }
         Command::Store { runs, no_open } => {
             store::run(&runner, &store::config(quick, runs as usize, !no_open))
         }

@@ -2,9 +2,12 @@
 //! beside NATS's own request-reply (the floor): ask round trips (rate, p50, p99) and one-way
 //! tells (batched), plus the two candidate encodings of the wire.
 //!
-//! The benchmark starts its own `nats-server` on a free loopback port (installing it with the
-//! project's script when missing) and a second process (`troupe-bench remote-serve`) that
-//! exports the echo actor and answers raw NATS requests.
+//! The benchmark starts its own `nats-server`s on free loopback ports (installing it with the
+//! project's script when missing) and, for each, a second process (`troupe-bench
+//! remote-serve`) that exports the echo actor and answers raw NATS requests. Both servers let
+//! in only the benchmark's two users (nkeys made at run time); one of them speaks TLS (a
+//! certificate made at run time), so every figure over NATS is measured with and without TLS
+//! in the same run.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -17,8 +20,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use troupe::{Actor, Context, Handler, Message};
-use troupe_remote::server::NatsServer;
-use troupe_remote::{Node, NodeOptions, RemoteMessage};
+use troupe_remote::server::{Access, NatsServer, Role};
+use troupe_remote::{Credentials, Node, NodeOptions, RemoteMessage};
 
 use crate::report::{Record, Runner};
 use crate::SystemConfig;
@@ -73,11 +76,32 @@ impl Handler<Count> for Echo {
 const ECHO: &str = "bench.echo";
 const RAW: &str = "bench.raw";
 
+/// How the serving process signs in: its nkey seed file, and the authority to trust for TLS.
+pub struct ServeAccess {
+    pub nkey: Option<std::path::PathBuf>,
+    pub ca: Option<std::path::PathBuf>,
+}
+
+impl ServeAccess {
+    fn options(&self) -> NodeOptions {
+        NodeOptions {
+            credentials: self
+                .nkey
+                .clone()
+                .map_or(Credentials::None, Credentials::NkeyFile),
+            tls_ca: self.ca.clone(),
+            inbox_prefix: "_INBOX.serve".into(),
+            ..NodeOptions::default()
+        }
+    }
+}
+
 /// The serving process: exports the echo actor, answers raw requests, runs until killed or
 /// until its standard input closes (the parent went away).
-pub fn serve(url: &str, config: &SystemConfig) -> Result<()> {
+pub fn serve(url: &str, access: &ServeAccess, config: &SystemConfig) -> Result<()> {
     let system = config.build()?;
-    let node = Node::connect_blocking(url, NodeOptions::default())
+    let options = access.options();
+    let node = Node::connect_blocking(url, options.clone())
         .with_context(|| format!("connecting to {url}"))?;
     node.export(ECHO, system.spawn(Echo::default()))
         .accept::<Ping, _>()
@@ -85,7 +109,7 @@ pub fn serve(url: &str, config: &SystemConfig) -> Result<()> {
         .accept::<Count, _>()
         .start_blocking()
         .context("exporting the echo actor")?;
-    let raw = node.block_on(async_nats::connect(url))?;
+    let raw = node.block_on(options.nats_options()?.connect(url))?;
     let mut sub = node.block_on(raw.subscribe(RAW))?;
     node.block_on(raw.flush())?;
     let responder = raw.clone();
@@ -116,9 +140,10 @@ impl Drop for Server {
     }
 }
 
-fn start_server_process(url: &str, config: &SystemConfig) -> Result<Server> {
+fn start_server_process(url: &str, access: &Access, config: &SystemConfig) -> Result<Server> {
     let exe = std::env::current_exe().context("locating troupe-bench")?;
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .args([
             "--workers",
             &config.workers.to_string(),
@@ -126,6 +151,12 @@ fn start_server_process(url: &str, config: &SystemConfig) -> Result<Server> {
             "--url",
             url,
         ])
+        .arg("--nkey")
+        .arg(access.seed_file("serve"));
+    if let Some(ca) = access.ca() {
+        command.arg("--ca").arg(ca);
+    }
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -214,35 +245,83 @@ where
     Ok(trips.figures(n))
 }
 
+/// One side of the benchmark: a server that lets in the two users only (over TLS or not), the
+/// serving process, and this process's node and raw client on it.
+struct Side {
+    tls: bool,
+    node: Node,
+    raw: async_nats::Client,
+    // Dropped in this order: the serving process, then its server, then the keys.
+    _server: Server,
+    _nats: NatsServer,
+    _access: Access,
+}
+
+impl Side {
+    fn start(config: &SystemConfig, tls: bool) -> Result<Side> {
+        let access = Access::new(
+            [
+                Role::peer("bench").publish([RAW]),
+                Role::peer("serve").subscribe([RAW]),
+            ],
+            tls,
+        )
+        .context("making the NATS users")?;
+        let nats = NatsServer::secured(&access, false).context("starting nats-server")?;
+        let url = nats.url();
+        let server = start_server_process(&url, &access, config)?;
+        let options = access.options("bench");
+        let node = Node::connect_blocking(&url, options.clone())?;
+        let raw = node.block_on(options.nats_options()?.connect(url.as_str()))?;
+        Ok(Side {
+            tls,
+            node,
+            raw,
+            _server: server,
+            _nats: nats,
+            _access: access,
+        })
+    }
+
+    fn security(&self) -> &'static str {
+        if self.tls {
+            "nkey+tls"
+        } else {
+            "nkey"
+        }
+    }
+}
+
 pub fn run(runner: &Runner, config: &SystemConfig, asks: u64, messages: u64) -> Result<()> {
     ensure!(
         asks >= 1 && messages >= 1,
         "remote needs at least one ask and one message"
     );
-    let nats = NatsServer::start().context("starting nats-server")?;
-    let url = nats.url();
-    let _server = start_server_process(&url, config)?;
-    let node = Node::connect_blocking(&url, NodeOptions::default())?;
-    let ping = node.recipient::<Ping>(ECHO)?;
-    let tick = node.recipient::<Tick>(ECHO)?;
-    let count = node.recipient::<Count>(ECHO)?;
-    let raw = node.block_on(async_nats::connect(url.as_str()))?;
+    let sides = [Side::start(config, false)?, Side::start(config, true)?];
     let system = config.build()?;
     let local = system.spawn(Echo::default());
     let notes = format!(
-        "{}; two processes and one nats-server on this machine (loopback), each ask after the previous reply",
+        "{}; two processes and one nats-server on this machine (loopback), each ask after the previous reply; the server lets in two nkey users",
         config.notes()
     );
 
     // Round trips: NATS by itself (the floor), troupe across processes (from a tokio task and
-    // from a plain thread), troupe in one process.
-    for transport in [
-        "nats-request",
-        "troupe-remote",
-        "troupe-remote-thread",
-        "in-process",
-    ] {
-        let label = format!("remote ask {transport} {asks}");
+    // from a plain thread), each without and with TLS; troupe in one process.
+    let mut runs: Vec<(&str, Option<&Side>)> = Vec::new();
+    for side in &sides {
+        for transport in ["nats-request", "troupe-remote", "troupe-remote-thread"] {
+            runs.push((transport, Some(side)));
+        }
+    }
+    runs.push(("in-process", None));
+    for (transport, side) in runs {
+        let security = side.map_or("none", Side::security);
+        let label = format!("remote ask {transport} {security} {asks}");
+        let (node, raw) = match side {
+            Some(side) => (&side.node, &side.raw),
+            None => (&sides[0].node, &sides[0].raw),
+        };
+        let ping = node.recipient::<Ping>(ECHO)?;
         let [rate, p50, p99] = runner.measure(&label, || match transport {
             "nats-request" => {
                 let raw = raw.clone();
@@ -275,7 +354,7 @@ pub fn run(runner: &Runner, config: &SystemConfig, asks: u64, messages: u64) -> 
                     .map_err(|e| anyhow::anyhow!("an in-process ask failed: {e}"))
             }),
         })?;
-        let params = json!({ "asks": asks, "transport": transport })
+        let params = json!({ "asks": asks, "transport": transport, "security": security })
             .as_object()
             .expect("object")
             .clone();
@@ -284,6 +363,10 @@ pub fn run(runner: &Runner, config: &SystemConfig, asks: u64, messages: u64) -> 
             "troupe-remote" => "a troupe ask from a tokio task (.await) to an actor exported by the other process",
             "troupe-remote-thread" => "a troupe ask from a plain thread (.wait()) to an actor exported by the other process",
             _ => "a troupe ask from a plain thread to an actor in the same process",
+        };
+        let what = match security {
+            "nkey+tls" => format!("{what}; over TLS"),
+            _ => what.to_string(),
         };
         for (metric, unit, samples) in [
             ("round_trips", "asks/s", rate),
@@ -303,8 +386,15 @@ pub fn run(runner: &Runner, config: &SystemConfig, asks: u64, messages: u64) -> 
     }
 
     // One-way: `messages` tells, then one ask that returns how many arrived.
-    for transport in ["troupe-remote", "in-process"] {
-        let label = format!("remote tell {transport} {messages}");
+    let mut runs: Vec<(&str, Option<&Side>)> =
+        sides.iter().map(|s| ("troupe-remote", Some(s))).collect();
+    runs.push(("in-process", None));
+    for (transport, side) in runs {
+        let security = side.map_or("none", Side::security);
+        let node = &side.unwrap_or(&sides[0]).node;
+        let tick = node.recipient::<Tick>(ECHO)?;
+        let count = node.recipient::<Count>(ECHO)?;
+        let label = format!("remote tell {transport} {security} {messages}");
         let mut frames = Vec::new();
         let [rate] = runner.measure(&label, || {
             let before = node.stats().frames_out;
@@ -332,7 +422,7 @@ pub fn run(runner: &Runner, config: &SystemConfig, asks: u64, messages: u64) -> 
             frames.push(node.stats().frames_out - before);
             Ok([messages as f64 / elapsed.as_secs_f64()])
         })?;
-        let params = json!({ "messages": messages, "transport": transport })
+        let params = json!({ "messages": messages, "transport": transport, "security": security })
             .as_object()
             .expect("object")
             .clone();
@@ -341,9 +431,10 @@ pub fn run(runner: &Runner, config: &SystemConfig, asks: u64, messages: u64) -> 
             f.sort_unstable();
             let median = f[f.len() / 2].max(1);
             format!(
-                "tells from a plain thread to the actor in the other process, then one ask for the count; batched: {:.0} messages per NATS message (median of {} runs)",
+                "tells from a plain thread to the actor in the other process, then one ask for the count; batched: {:.0} messages per NATS message (median of {} runs){}",
                 messages as f64 / median as f64,
-                f.len()
+                f.len(),
+                if security == "nkey+tls" { "; over TLS" } else { "" }
             )
         } else {
             "tells from a plain thread to an actor in the same process, then one ask for the count"
@@ -359,7 +450,9 @@ pub fn run(runner: &Runner, config: &SystemConfig, asks: u64, messages: u64) -> 
             &format!("{}; {detail}", config.notes()),
         ))?;
     }
-    node.close_blocking();
+    for side in &sides {
+        side.node.close_blocking();
+    }
     system.shutdown();
     codecs(runner)
 }

@@ -41,13 +41,21 @@
 //!
 //! Messages are encoded with postcard (see the crate README for the measurement behind the
 //! choice) inside versioned frames ([`wire`]); bad input from the wire is refused, logged and
-//! counted ([`NodeStats`]), and never panics.
+//! counted ([`NodeStats`]), and never panics. What one frame can make a node do is bounded
+//! (entries per frame, asks in flight per sender and in all: [`NodeOptions`]).
+//!
+//! A node signs in to NATS with [`Credentials`] (an nkey, a credentials file, or a user and
+//! password), over TLS when given a certificate authority ([`NodeOptions::tls_ca`]); its
+//! subjects are laid out so that a server's per-user permissions can give each role only what
+//! it needs (see the crate README).
 
+mod access;
 mod error;
 mod node;
 pub mod server;
 pub mod wire;
 
+pub use access::Credentials;
 pub use error::RemoteError;
 pub use node::{
     Down, ExportBuilder, Node, NodeOptions, NodeStats, RemoteAsk, RemoteRecipient, RemoteWatch,

@@ -3,6 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,6 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use troupe::kind::Kind as HandlerKind;
 use troupe::{Accepts, Actor, Addr, AskError, StopReason};
 
+use crate::access::{self, Credentials};
 use crate::error::RemoteError;
 use crate::wire::{
     self, code, down, Kind, Refusal, RefusalKind, RemoteMessage, ENTRY_ASK, ENTRY_ERR, ENTRY_OK,
@@ -28,8 +30,8 @@ use crate::wire::{
 pub struct NodeOptions {
     /// The longest an ask waits for its reply (default 5 s).
     pub ask_timeout: Duration,
-    /// How often the node says it is alive (default 100 ms). A watcher declares the node gone
-    /// after `missed_heartbeats` intervals without one.
+    /// How often the node says it is alive, from its first export on (default 100 ms). A
+    /// watcher declares the node gone after `missed_heartbeats` intervals without one.
     pub heartbeat: Duration,
     /// Heartbeats missed before a watcher declares the exporting process gone (default 3).
     pub missed_heartbeats: u32,
@@ -42,6 +44,29 @@ pub struct NodeOptions {
     /// The largest payload accepted from the wire (default 1 MiB; never more than the
     /// server's `max_payload`).
     pub max_payload: usize,
+    /// The most entries (tells, asks, replies) one frame may hold (default 4096). A frame is
+    /// sealed there, and a frame that announces more is refused whole before any entry is
+    /// read, so the work one NATS message can ask of a node is bounded whatever its size.
+    /// Every node of a system should use the same value (a larger one's frames are refused).
+    pub max_frame_entries: u32,
+    /// The most asks of one sender (one reply subject) this node works on at once (default
+    /// 4096). An ask past it is answered at once with [`RefusalKind::Overloaded`], unhandled:
+    /// one sender cannot take the whole node.
+    pub max_asks_per_sender: u32,
+    /// The most asks this node works on at once, from all senders (default 16,384). Past it,
+    /// asks are answered with [`RefusalKind::Overloaded`] too. With replies of bounded size,
+    /// this bounds the memory that asks can hold.
+    pub max_asks_in_flight: u32,
+    /// Who the node is to the NATS server (default: nobody, for a server without
+    /// authorization).
+    pub credentials: Credentials,
+    /// A PEM file of the certificate authority to trust. With it the connection is TLS, and
+    /// is refused if the server does not speak TLS (default: none).
+    pub tls_ca: Option<PathBuf>,
+    /// The root of the subjects answers come back on: `<inbox_prefix>.<node id>` for replies
+    /// to asks, `<inbox_prefix>.<random>` for look-ups (default `_INBOX`). A server can then
+    /// let a user read `<its prefix>.>` only: its own answers (see the crate README).
+    pub inbox_prefix: String,
     /// The frame layout spoken: [`crate::wire::WIRE_VERSION`]. Another value only makes sense
     /// in tests of what a mismatched peer sees.
     #[doc(hidden)]
@@ -57,6 +82,12 @@ impl Default for NodeOptions {
             batch_bytes: 64 * 1024,
             max_backlog_bytes: 64 << 20,
             max_payload: 1 << 20,
+            max_frame_entries: 4096,
+            max_asks_per_sender: 4096,
+            max_asks_in_flight: 16_384,
+            credentials: Credentials::None,
+            tls_ca: None,
+            inbox_prefix: "_INBOX".to_string(),
             wire_version: wire::WIRE_VERSION,
         }
     }
@@ -103,7 +134,44 @@ impl NodeOptions {
                 self.max_payload
             ));
         }
+        if !(1..=1_000_000).contains(&self.max_frame_entries) {
+            return bad(format!(
+                "max_frame_entries {} is outside 1 ..= 1,000,000",
+                self.max_frame_entries
+            ));
+        }
+        if !(1..=10_000_000).contains(&self.max_asks_in_flight) {
+            return bad(format!(
+                "max_asks_in_flight {} is outside 1 ..= 10,000,000",
+                self.max_asks_in_flight
+            ));
+        }
+        if !(1..=self.max_asks_in_flight).contains(&self.max_asks_per_sender) {
+            return bad(format!(
+                "max_asks_per_sender {} is outside 1 ..= max_asks_in_flight ({})",
+                self.max_asks_per_sender, self.max_asks_in_flight
+            ));
+        }
+        if check_name(&self.inbox_prefix).is_err() || self.inbox_prefix.len() > 100 {
+            return bad(format!(
+                "inbox_prefix `{}`: use 1-100 characters from A-Z a-z 0-9 . _ - with no empty \
+                 part between dots",
+                self.inbox_prefix
+            ));
+        }
         Ok(())
+    }
+
+    /// The options of a NATS connection that signs in as this node does: its credentials, its
+    /// TLS and its inbox prefix. For another connection of the same process (JetStream, say)
+    /// that the server must let in with the same rights. Reads the credential files now.
+    pub fn nats_options(&self) -> Result<ConnectOptions, RemoteError> {
+        self.validate()?;
+        let options = self
+            .credentials
+            .apply(ConnectOptions::new())?
+            .custom_inbox_prefix(&self.inbox_prefix);
+        access::apply_tls(options, self.tls_ca.as_deref())
     }
 
     /// How long a watcher waits without a heartbeat before it declares the process gone.
@@ -129,6 +197,9 @@ pub struct NodeStats {
     pub undeliverable: u64,
     /// Frames or entries refused, by reason.
     pub refused: Vec<(RefusalKind, u64)>,
+    /// Publications and subscriptions the NATS server refused for lack of permission (each
+    /// is logged with what the server said).
+    pub denied: u64,
 }
 
 impl NodeStats {
@@ -154,7 +225,7 @@ struct Counters {
     frames_in: AtomicU64,
     entries_in: AtomicU64,
     undeliverable: AtomicU64,
-    refused: [AtomicU64; 7],
+    refused: [AtomicU64; 8],
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -201,7 +272,41 @@ struct Inner {
     outboxes: Mutex<HashMap<String, Arc<Outbox>>>,
     flush: mpsc::UnboundedSender<Arc<Outbox>>,
     exports: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    /// Asks handed to exported actors and not answered yet, by sender.
+    asks: Mutex<AsksInFlight>,
+    /// Whether the heartbeat runs (from the first export on).
+    beating: AtomicBool,
     closed: AtomicBool,
+    /// Shared with the connection's event callback, which exists before the node does.
+    denied: Arc<AtomicU64>,
+}
+
+/// Asks an exported actor works on, by the subject its reply goes to.
+#[derive(Default)]
+struct AsksInFlight {
+    total: u32,
+    by_sender: HashMap<String, u32>,
+}
+
+/// The right to have one ask handled: taken before the ask reaches the actor, given back when
+/// its reply is queued (or the ask is dropped). Move-only, so each admission is given back
+/// exactly once.
+struct AskPermit {
+    node: Arc<Inner>,
+    sender: Subject,
+}
+
+impl Drop for AskPermit {
+    fn drop(&mut self) {
+        let mut asks = lock(&self.node.asks);
+        asks.total -= 1;
+        if let Some(n) = asks.by_sender.get_mut(self.sender.as_str()) {
+            *n -= 1;
+            if *n == 0 {
+                asks.by_sender.remove(self.sender.as_str());
+            }
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -278,10 +383,30 @@ impl Node {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64)
         );
-        let client = ConnectOptions::new()
+        let denied = Arc::new(AtomicU64::new(0));
+        let seen = denied.clone();
+        let client = opts
+            .nats_options()?
             .name(format!("troupe-{id}"))
             .connection_timeout(Duration::from_secs(5))
             .request_timeout(Some(opts.ask_timeout))
+            .event_callback(move |event| {
+                let seen = seen.clone();
+                async move {
+                    match event {
+                        async_nats::Event::ServerError(async_nats::ServerError::Other(text))
+                            if access::is_denial(&text) =>
+                        {
+                            seen.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!("the NATS server refused: {text}");
+                        }
+                        async_nats::Event::ServerError(e) => {
+                            tracing::warn!("the NATS server says: {e}")
+                        }
+                        other => tracing::debug!("NATS connection: {other}"),
+                    }
+                }
+            })
             .connect(servers(url)?)
             .await
             .map_err(|e| RemoteError::Connect {
@@ -289,7 +414,9 @@ impl Node {
                 detail: e.to_string(),
             })?;
         let frame_limit = client.server_info().max_payload.max(1024);
-        let reply_subject = Subject::from(format!("troupe.r.{id}"));
+        // Never a NATS inbox of the client's (those end in a 22-character token of letters and
+        // digits; the id has a '-').
+        let reply_subject = Subject::from(format!("{}.{id}", opts.inbox_prefix));
         let mut replies =
             client
                 .subscribe(reply_subject.clone())
@@ -320,7 +447,10 @@ impl Node {
             outboxes: Mutex::new(HashMap::new()),
             flush,
             exports: Mutex::new(HashMap::new()),
+            asks: Mutex::new(AsksInFlight::default()),
+            beating: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            denied,
         });
         // The writer: publishes what the outboxes hold, one frame per batch. A tell queued while
         // the writer is idle goes out at once; tells queued while it publishes wait for the next
@@ -351,22 +481,6 @@ impl Node {
             while let Some(msg) = replies.next().await {
                 let Some(node) = weak.upgrade() else { break };
                 node.on_reply_frame(msg.payload);
-            }
-        });
-        // The heartbeat.
-        let weak = Arc::downgrade(&inner);
-        let every = inner.opts.heartbeat;
-        let subject = heartbeat_subject(&inner.id);
-        handle.spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(node) = weak.upgrade() else { break };
-                if node.closed.load(Ordering::Acquire) {
-                    break;
-                }
-                let _ = node.client.publish(subject.clone(), Bytes::new()).await;
             }
         });
         let owned = OwnedRuntime(inner.owned.clone());
@@ -401,6 +515,7 @@ impl Node {
                 .into_iter()
                 .map(|k| (k, get(&c.refused[k.index()])))
                 .collect(),
+            denied: get(&self.inner.denied),
         }
     }
 
@@ -538,6 +653,77 @@ impl Node {
 }
 
 impl Inner {
+    /// Starts the heartbeat, once: a node says it is alive only from its first export on,
+    /// since only exports are watched (and a client's server permissions need not let it
+    /// publish heartbeats).
+    fn start_heartbeat(self: &Arc<Self>) {
+        if self.beating.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        let every = self.opts.heartbeat;
+        let subject = heartbeat_subject(&self.id);
+        self.handle.spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(node) = weak.upgrade() else { break };
+                if node.closed.load(Ordering::Acquire) {
+                    break;
+                }
+                let _ = node.client.publish(subject.clone(), Bytes::new()).await;
+            }
+        });
+    }
+
+    /// Admits one ask of `sender`, or refuses it when the sender or the node already has as
+    /// many in flight as it may.
+    fn admit(self: &Arc<Self>, sender: &Subject) -> Result<AskPermit, Refusal> {
+        let mut asks = lock(&self.asks);
+        if asks.total >= self.opts.max_asks_in_flight {
+            return Err(Refusal::new(
+                RefusalKind::Overloaded,
+                format!(
+                    "this node works on {} asks already (max_asks_in_flight)",
+                    asks.total
+                ),
+            ));
+        }
+        let mine = asks.by_sender.get(sender.as_str()).copied().unwrap_or(0);
+        if mine >= self.opts.max_asks_per_sender {
+            return Err(Refusal::new(
+                RefusalKind::Overloaded,
+                format!("{mine} asks of this sender are in flight already (max_asks_per_sender)"),
+            ));
+        }
+        asks.total += 1;
+        match asks.by_sender.get_mut(sender.as_str()) {
+            Some(n) => *n += 1,
+            None => {
+                asks.by_sender.insert(sender.to_string(), 1);
+            }
+        }
+        Ok(AskPermit {
+            node: self.clone(),
+            sender: sender.clone(),
+        })
+    }
+
+    /// Checks a batch's entry count before any entry is read.
+    fn check_count(&self, count: u32) -> Result<(), Refusal> {
+        if count > self.opts.max_frame_entries {
+            return Err(Refusal::new(
+                RefusalKind::Oversized,
+                format!(
+                    "a frame of {count} entries, over the limit of {} (max_frame_entries)",
+                    self.opts.max_frame_entries
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn outbox(&self, subject: &Subject, reply: Option<Subject>) -> Arc<Outbox> {
         lock(&self.outboxes)
             .entry(subject.to_string())
@@ -594,7 +780,8 @@ impl Inner {
             }
             st.count += 1;
             st.bytes += size;
-            if st.current.len() >= self.opts.batch_bytes {
+            if st.current.len() >= self.opts.batch_bytes || st.count >= self.opts.max_frame_entries
+            {
                 st.seal();
             }
             !std::mem::replace(&mut st.scheduled, true)
@@ -643,6 +830,15 @@ impl Inner {
     fn on_reply_frame(&self, payload: Bytes) {
         add(&self.counters.frames_in, 1);
         let subject = self.reply_subject.as_str();
+        if payload.len() > self.frame_limit {
+            return self.refuse(
+                &Refusal::new(
+                    RefusalKind::Oversized,
+                    format!("a frame of {} bytes", payload.len()),
+                ),
+                subject,
+            );
+        }
         let mut frame = match wire::open(&payload, self.opts.wire_version) {
             Ok(frame) => frame,
             Err(refusal) => return self.refuse(&refusal, subject),
@@ -651,6 +847,7 @@ impl Inner {
             Kind::Batch => {
                 let result = (|| -> Result<(), Refusal> {
                     let count = frame.body.u32("count")?;
+                    self.check_count(count)?;
                     for _ in 0..count {
                         let kind = frame.body.u8("entry kind")?;
                         let id = frame.body.u64("ask id")?;
@@ -1095,11 +1292,15 @@ impl<A: Actor> ExportBuilder<A> {
                     }
                 }
                 Some((id, reply_to)) => {
+                    let permit = node.admit(reply_to)?;
                     let ask = addr.ask(msg);
                     let node = node.clone();
                     let outbox = node.outbox(reply_to, None);
                     node.handle.clone().spawn(async move {
                         let result = ask.await;
+                        // Given back once the reply is queued: what waits in the outbox is
+                        // bounded by its own backlog limit.
+                        let _permit = permit;
                         let queued = node.queue(&outbox, |buf| match &result {
                             Ok(reply) => {
                                 buf.push(ENTRY_OK);
@@ -1172,6 +1373,7 @@ impl<A: Actor> ExportBuilder<A> {
             }
             exports.insert(self.name.clone(), stop_tx);
         }
+        inner.start_heartbeat();
         let name = self.name;
         let routes = self.routes;
         let stopped = self.addr.stopped();
@@ -1261,8 +1463,13 @@ impl Inner {
             }
             Kind::Batch => {
                 let reply = msg.reply.as_ref();
+                // Asks refused for load are counted and answered one by one, and said once
+                // per frame: a flood of them must not flood the log too.
+                let mut overloaded: Option<Refusal> = None;
+                let mut overloaded_n = 0u64;
                 let result = (|| -> Result<(), Refusal> {
                     let count = frame.body.u32("count")?;
+                    self.check_count(count)?;
                     for _ in 0..count {
                         let kind = frame.body.u8("entry kind")?;
                         let ask = match kind {
@@ -1306,7 +1513,13 @@ impl Inner {
                             Some((_, route)) => route(self, payload, ask),
                         };
                         if let Err(refusal) = routed {
-                            self.refuse(&refusal, subject);
+                            if refusal.kind == RefusalKind::Overloaded {
+                                add(&self.counters.refused[refusal.kind.index()], 1);
+                                overloaded_n += 1;
+                                overloaded.get_or_insert_with(|| refusal.clone());
+                            } else {
+                                self.refuse(&refusal, subject);
+                            }
                             if let Some((id, reply)) = ask {
                                 let outbox = self.outbox(reply, None);
                                 let _ = self.queue(&outbox, |buf| {
@@ -1318,6 +1531,9 @@ impl Inner {
                     }
                     Ok(())
                 })();
+                if let Some(first) = overloaded {
+                    tracing::warn!(%subject, "refused {overloaded_n} asks of one frame: {first}");
+                }
                 if let Err(refusal) = result {
                     refused(refusal).await;
                 }

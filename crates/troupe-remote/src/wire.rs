@@ -18,7 +18,9 @@
 //! ```
 //!
 //! Every length is checked against what is left before it is used: a truncated or hostile
-//! frame is refused with a [`Refusal`], never read past its end.
+//! frame is refused with a [`Refusal`], never read past its end. A batch's count is checked
+//! against the receiver's `max_frame_entries` before any entry is read, so what one frame can
+//! make a node do is bounded by that count, whatever the frame's size.
 
 use std::fmt;
 
@@ -92,12 +94,15 @@ pub enum RefusalKind {
     TypeVersion,
     /// The payload did not decode as the named type.
     Decode,
-    /// The frame or payload is larger than the node accepts.
+    /// The frame or payload is larger than the node accepts, or the frame holds more entries.
     Oversized,
+    /// The node already works on as many asks as it takes (from this sender, or from all): the
+    /// ask was not handled. Asking again later may succeed.
+    Overloaded,
 }
 
 impl RefusalKind {
-    pub(crate) const ALL: [RefusalKind; 7] = [
+    pub(crate) const ALL: [RefusalKind; 8] = [
         RefusalKind::Truncated,
         RefusalKind::Malformed,
         RefusalKind::WireVersion,
@@ -105,6 +110,7 @@ impl RefusalKind {
         RefusalKind::TypeVersion,
         RefusalKind::Decode,
         RefusalKind::Oversized,
+        RefusalKind::Overloaded,
     ];
 
     pub(crate) fn code(self) -> u8 {
@@ -116,6 +122,7 @@ impl RefusalKind {
             RefusalKind::TypeVersion => 5,
             RefusalKind::Decode => 6,
             RefusalKind::Oversized => 7,
+            RefusalKind::Overloaded => 8,
         }
     }
 
@@ -138,6 +145,7 @@ impl fmt::Display for RefusalKind {
             RefusalKind::TypeVersion => "message type version mismatch",
             RefusalKind::Decode => "payload does not decode",
             RefusalKind::Oversized => "oversized",
+            RefusalKind::Overloaded => "overloaded",
         })
     }
 }

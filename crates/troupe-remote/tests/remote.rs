@@ -1,6 +1,8 @@
 //! Remote actors over a real `nats-server` started on a free loopback port (installed by
 //! `scripts/install-nats-server.sh` when missing): tell and ask across nodes and processes,
-//! ordering, batching, watch, typed errors, and hostile frames.
+//! ordering, batching, watch, typed errors, hostile frames, bounded work per frame and per
+//! sender, and the server's users, permissions and TLS. Every server here lets in only the
+//! users of the test (nkeys made at run time).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,9 +12,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use troupe::{Actor, AskError, Context, Handler, Message, System};
-use troupe_remote::server::NatsServer;
+use troupe_remote::server::{Access, NatsServer, Role};
 use troupe_remote::wire::WIRE_VERSION;
-use troupe_remote::{Down, Node, NodeOptions, RefusalKind, RemoteError, RemoteMessage};
+use troupe_remote::{
+    Credentials, Down, Node, NodeOptions, RefusalKind, RemoteError, RemoteMessage,
+};
 
 #[derive(Message, Serialize, Deserialize, Debug)]
 struct Add(u64);
@@ -59,6 +63,14 @@ impl RemoteMessage for SumV2 {
     const VERSION: u16 = 2;
 }
 
+/// Sleeps this many milliseconds in the handler, then answers: an ask that stays in flight.
+#[derive(Message, Serialize, Deserialize, Debug)]
+#[reply(u64)]
+struct Nap(u64);
+impl RemoteMessage for Nap {
+    const NAME: &'static str = "test.nap";
+}
+
 struct Counter {
     sum: u64,
     next_seq: u64,
@@ -96,17 +108,40 @@ impl Handler<Seq> for Counter {
         Ok(m.0)
     }
 }
+impl Handler<Nap> for Counter {
+    fn handle(&mut self, m: Nap, _: &mut Context<Self>) -> u64 {
+        std::thread::sleep(Duration::from_millis(m.0));
+        m.0
+    }
+}
 impl Handler<Boom> for Counter {
     fn handle(&mut self, _: Boom, _: &mut Context<Self>) -> u64 {
         panic!("boom (a test panic)")
     }
 }
 
-fn opts() -> NodeOptions {
+/// The users of most tests: whole troupe nodes, each under its own name.
+fn peers() -> Access {
+    Access::new(["a", "b", "c", "raw"].map(Role::peer), false).expect("nkeys")
+}
+
+/// A server that lets in only `access`'s users.
+fn server(access: &Access) -> NatsServer {
+    NatsServer::secured(access, false).expect("nats-server")
+}
+
+/// The options of a node signed in as `role`.
+fn opts(access: &Access, role: &str) -> NodeOptions {
     NodeOptions {
         ask_timeout: Duration::from_secs(10),
-        ..NodeOptions::default()
+        ..access.options(role)
     }
+}
+
+/// A plain NATS client signed in as `role`, on `node`'s runtime.
+fn raw_client(node: &Node, access: &Access, role: &str, url: &str) -> async_nats::Client {
+    let options = access.options(role).nats_options().unwrap();
+    node.block_on(options.connect(url)).unwrap()
 }
 
 fn export_counter(
@@ -121,6 +156,7 @@ fn export_counter(
         .accept::<Sum, _>()
         .accept::<Seq, _>()
         .accept::<Boom, _>()
+        .accept::<Nap, _>()
         .start_blocking()
         .expect("export");
     (addr, handled)
@@ -128,10 +164,11 @@ fn export_counter(
 
 #[test]
 fn tell_and_ask_across_nodes_keep_order_and_batch() {
-    let server = NatsServer::start().expect("nats-server");
+    let access = peers();
+    let server = server(&access);
     let system = System::new();
-    let a = Node::connect_blocking(&server.url(), opts()).unwrap();
-    let b = Node::connect_blocking(&server.url(), opts()).unwrap();
+    let a = Node::connect_blocking(&server.url(), opts(&access, "a")).unwrap();
+    let b = Node::connect_blocking(&server.url(), opts(&access, "b")).unwrap();
     let (_addr, handled) = export_counter(&a, &system, "counter");
 
     let add = b.recipient::<Add>("counter").unwrap();
@@ -176,14 +213,15 @@ fn tell_and_ask_across_nodes_keep_order_and_batch() {
 
 #[test]
 fn typed_errors_from_the_far_side() {
-    let server = NatsServer::start().expect("nats-server");
+    let access = peers();
+    let server = server(&access);
     let system = System::new();
-    let a = Node::connect_blocking(&server.url(), opts()).unwrap();
+    let a = Node::connect_blocking(&server.url(), opts(&access, "a")).unwrap();
     let b = Node::connect_blocking(
         &server.url(),
         NodeOptions {
             ask_timeout: Duration::from_millis(500),
-            ..NodeOptions::default()
+            ..access.options("b")
         },
     )
     .unwrap();
@@ -236,7 +274,7 @@ fn typed_errors_from_the_far_side() {
         &server.url(),
         NodeOptions {
             wire_version: WIRE_VERSION + 1,
-            ..opts()
+            ..opts(&access, "c")
         },
     )
     .unwrap();
@@ -268,11 +306,12 @@ fn typed_errors_from_the_far_side() {
 
 #[test]
 fn hostile_frames_are_refused_counted_and_harmless() {
-    let server = NatsServer::start().expect("nats-server");
+    let access = peers();
+    let server = server(&access);
     let system = System::new();
-    let a = Node::connect_blocking(&server.url(), opts()).unwrap();
+    let a = Node::connect_blocking(&server.url(), opts(&access, "a")).unwrap();
     let (_addr, handled) = export_counter(&a, &system, "target");
-    let b = Node::connect_blocking(&server.url(), opts()).unwrap();
+    let b = Node::connect_blocking(&server.url(), opts(&access, "b")).unwrap();
 
     let tag = |name: &str, version: u16| {
         let mut t = vec![name.len() as u8];
@@ -327,7 +366,7 @@ fn hostile_frames_are_refused_counted_and_harmless() {
         (batch(&[oversized]), RefusalKind::Oversized),
         (batch(&[vec![7u8]]), RefusalKind::Malformed),
     ];
-    let raw = a.block_on(async { async_nats::connect(server.url()).await.unwrap() });
+    let raw = raw_client(&a, &access, "raw", &server.url());
     for (frame, _) in &cases {
         a.block_on(raw.publish("troupe.x.target", Bytes::from(frame.clone())))
             .unwrap();
@@ -380,10 +419,10 @@ fn hostile_frames_are_refused_counted_and_harmless() {
         assert_eq!(stats.refused(kind), expected, "{kind:?}: {stats:?}");
     }
     // Garbage on the asker's reply subject is refused too.
-    let subscribers_reply = format!("troupe.r.{}", b.id());
+    let subscribers_reply = format!("{}.{}", b.options().inbox_prefix, b.id());
     a.block_on(raw.publish(
         subscribers_reply,
-        Bytes::from_static(b"TR\x01\x01\xff\xff\xff\xff"),
+        Bytes::from_static(b"TR\x01\x01\x05\x00\x00\x00"),
     ))
     .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -399,10 +438,11 @@ fn hostile_frames_are_refused_counted_and_harmless() {
 
 #[test]
 fn watch_sees_stop_unexport_and_absence() {
-    let server = NatsServer::start().expect("nats-server");
+    let access = peers();
+    let server = server(&access);
     let system = System::new();
-    let a = Node::connect_blocking(&server.url(), opts()).unwrap();
-    let b = Node::connect_blocking(&server.url(), opts()).unwrap();
+    let a = Node::connect_blocking(&server.url(), opts(&access, "a")).unwrap();
+    let b = Node::connect_blocking(&server.url(), opts(&access, "b")).unwrap();
     let (addr, _) = export_counter(&a, &system, "watched");
     let _ = export_counter(&a, &system, "unexported");
 
@@ -439,17 +479,25 @@ fn child_exporter() {
     let Ok(url) = std::env::var("TROUPE_REMOTE_CHILD") else {
         return;
     };
+    let seed = std::env::var("TROUPE_REMOTE_CHILD_SEED").expect("the child's nkey file");
     let system = System::new();
-    let node = Node::connect_blocking(&url, opts()).unwrap();
+    let options = NodeOptions {
+        credentials: Credentials::NkeyFile(seed.into()),
+        inbox_prefix: "_INBOX.c".into(),
+        ..NodeOptions::default()
+    };
+    let node = Node::connect_blocking(&url, options).unwrap();
     let _ = export_counter(&node, &system, "child.counter");
     println!("READY");
     std::thread::sleep(Duration::from_secs(600));
 }
 
-fn start_child(url: &str) -> Child {
+/// Starts the child exporter, signed in as role `c`.
+fn start_child(url: &str, access: &Access) -> Child {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_exporter", "--ignored", "--nocapture"])
         .env("TROUPE_REMOTE_CHILD", url)
+        .env("TROUPE_REMOTE_CHILD_SEED", access.seed_file("c"))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -483,9 +531,10 @@ impl Drop for KillOnDrop {
 
 #[test]
 fn another_process_serves_and_its_death_is_seen_within_the_bound() {
-    let server = NatsServer::start().expect("nats-server");
-    let mut child = KillOnDrop(start_child(&server.url()));
-    let node = Node::connect_blocking(&server.url(), opts()).unwrap();
+    let access = peers();
+    let server = server(&access);
+    let mut child = KillOnDrop(start_child(&server.url(), &access));
+    let node = Node::connect_blocking(&server.url(), opts(&access, "a")).unwrap();
     let add = node.recipient::<Add>("child.counter").unwrap();
     let sum = node.recipient::<Sum>("child.counter").unwrap();
     for i in 1..=1000 {
@@ -517,7 +566,9 @@ fn another_process_serves_and_its_death_is_seen_within_the_bound() {
 
 #[test]
 fn a_killed_nats_node_of_a_cluster_does_not_stop_the_traffic() {
-    let mut servers = NatsServer::cluster(3).expect("a 3-node nats cluster");
+    let access = peers();
+    let mut servers =
+        NatsServer::secured_cluster(3, &access, false).expect("a 3-node nats cluster");
     let urls = |order: &[usize]| {
         order
             .iter()
@@ -527,8 +578,8 @@ fn a_killed_nats_node_of_a_cluster_does_not_stop_the_traffic() {
     };
     let system = System::new();
     // Each node knows every server, and starts on a different one.
-    let a = Node::connect_blocking(&urls(&[0, 1, 2]), opts()).unwrap();
-    let b = Node::connect_blocking(&urls(&[1, 2, 0]), opts()).unwrap();
+    let a = Node::connect_blocking(&urls(&[0, 1, 2]), opts(&access, "a")).unwrap();
+    let b = Node::connect_blocking(&urls(&[1, 2, 0]), opts(&access, "b")).unwrap();
     let (_addr, handled) = export_counter(&a, &system, "clustered");
     let add = b.recipient::<Add>("clustered").unwrap();
     let sum = b.recipient::<Sum>("clustered").unwrap();
@@ -575,6 +626,230 @@ fn a_killed_nats_node_of_a_cluster_does_not_stop_the_traffic() {
     );
     assert_eq!(handled.load(Ordering::Relaxed), handled_before + 100);
     eprintln!("{total} of {expected} tells sent around the kill arrived");
+    a.close_blocking();
+    b.close_blocking();
+    system.shutdown();
+}
+
+#[test]
+fn work_per_frame_and_per_sender_is_bounded() {
+    let access = peers();
+    let server = server(&access);
+    let system = System::new();
+    let a = Node::connect_blocking(
+        &server.url(),
+        NodeOptions {
+            max_frame_entries: 100,
+            max_asks_per_sender: 10,
+            max_asks_in_flight: 20,
+            ..opts(&access, "a")
+        },
+    )
+    .unwrap();
+    let (_addr, handled) = export_counter(&a, &system, "bounded");
+    let b = Node::connect_blocking(&server.url(), opts(&access, "b")).unwrap();
+    let c = Node::connect_blocking(&server.url(), opts(&access, "c")).unwrap();
+
+    // Thirty asks that each hold the actor 100 ms, in one frame from one sender: ten are
+    // handled, the other twenty are refused at once, unhandled.
+    let nap = b.recipient::<Nap>("bounded").unwrap();
+    let asks: Vec<_> = (0..30).map(|_| nap.ask(Nap(100))).collect();
+    // Another sender still gets its share while those ten are in flight.
+    let other = c.recipient::<Nap>("bounded").unwrap().ask(Nap(0));
+    let started = Instant::now();
+    let mut answered = 0;
+    let mut overloaded = 0;
+    for ask in asks {
+        match ask.wait() {
+            Ok(100) => answered += 1,
+            Err(RemoteError::Refused(r)) if r.kind == RefusalKind::Overloaded => overloaded += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((answered, overloaded), (10, 20));
+    assert_eq!(other.wait(), Ok(0), "the other sender is served");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the refusals and the ten answers came within the asks' time-out"
+    );
+    assert_eq!(a.stats().refused(RefusalKind::Overloaded), 20);
+
+    // A frame announcing more entries than the exporter takes is refused whole, before any
+    // entry is read, and its sender told so.
+    let raw = raw_client(&a, &access, "raw", &server.url());
+    let mut frame = b"TR".to_vec();
+    frame.push(WIRE_VERSION);
+    frame.push(1);
+    frame.extend_from_slice(&101u32.to_le_bytes());
+    let answer = a.block_on(async {
+        raw.request("troupe.x.bounded", Bytes::from(frame))
+            .await
+            .unwrap()
+            .payload
+    });
+    assert_eq!(
+        &answer[..5],
+        b"TR\x01\x05\x07",
+        "a Refused frame, oversized"
+    );
+    assert!(String::from_utf8_lossy(&answer).contains("101 entries"));
+
+    // A sender seals its frames at its own limit, so a sender with the exporter's limit is
+    // never refused: a thousand tells leave in at least ten frames, and all arrive.
+    let d = Node::connect_blocking(
+        &server.url(),
+        NodeOptions {
+            max_frame_entries: 100,
+            ..opts(&access, "c")
+        },
+    )
+    .unwrap();
+    let before = handled.load(Ordering::Relaxed);
+    let frames_before = d.stats().frames_out;
+    let add = d.recipient::<Add>("bounded").unwrap();
+    for i in 0..1000 {
+        add.tell(Add(i)).unwrap();
+    }
+    assert!(d
+        .recipient::<Sum>("bounded")
+        .unwrap()
+        .ask(Sum)
+        .wait()
+        .is_ok());
+    assert!(d.stats().frames_out - frames_before >= 10);
+    assert_eq!(handled.load(Ordering::Relaxed) - before, 1000);
+    assert_eq!(a.stats().refused(RefusalKind::Oversized), 1);
+    for node in [a, b, c, d] {
+        node.close_blocking();
+    }
+    system.shutdown();
+}
+
+#[test]
+fn the_server_lets_in_only_its_users_and_each_only_where_its_role_allows() {
+    let access = Access::new(
+        [
+            Role::peer("server"),
+            // May ask one name only, and read its own answers.
+            Role::new("client").publish(["troupe.x.open"]),
+        ],
+        false,
+    )
+    .unwrap();
+    let server = server(&access);
+    let system = System::new();
+    let exporter = Node::connect_blocking(&server.url(), opts(&access, "server")).unwrap();
+    export_counter(&exporter, &system, "open");
+    export_counter(&exporter, &system, "closed");
+
+    // No credentials, or a key the server does not know: not let in.
+    match Node::connect_blocking(&server.url(), NodeOptions::default()) {
+        Err(RemoteError::Connect { detail, .. }) => {
+            assert!(detail.to_lowercase().contains("authori"), "{detail}")
+        }
+        other => panic!(
+            "a connection without credentials: {:?}",
+            other.map(|n| n.id().to_string())
+        ),
+    }
+    let stranger = Access::new([Role::peer("server")], false).unwrap();
+    assert!(matches!(
+        Node::connect_blocking(&server.url(), stranger.options("server")),
+        Err(RemoteError::Connect { .. })
+    ));
+
+    // The client asks what it may ask, and gets its answer on its own inbox.
+    let client = Node::connect_blocking(&server.url(), opts(&access, "client")).unwrap();
+    let open = client.recipient::<Sum>("open").unwrap();
+    assert_eq!(open.ask(Sum).wait(), Ok(0));
+    assert_eq!(
+        client.stats().denied,
+        0,
+        "a client that exports nothing sends no heartbeat"
+    );
+
+    // A tell to a name it may not publish to is refused by the server, and said so.
+    client
+        .recipient::<Add>("closed")
+        .unwrap()
+        .tell(Add(1))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while client.stats().denied == 0 {
+        assert!(Instant::now() < deadline, "no permissions error");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        exporter.recipient::<Sum>("closed").unwrap().ask(Sum).wait(),
+        Ok(0),
+        "nothing reached the actor"
+    );
+
+    // Nor may it read others' answers: a subscription to the server's inbox is refused.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let options = access
+        .options("client")
+        .nats_options()
+        .unwrap()
+        .event_callback(move |event| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(event.to_string());
+            }
+        });
+    let snoop = client.block_on(options.connect(server.url())).unwrap();
+    let sub = client.block_on(snoop.subscribe("_INBOX.server.>")).unwrap();
+    let said = loop {
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(e) if e.to_lowercase().contains("permissions violation") => break e,
+            Ok(_) => {}
+            Err(_) => panic!("no permissions error"),
+        }
+    };
+    assert!(said.contains("_INBOX.server.>"), "{said}");
+    // A subscription tells the connection it goes when dropped, on the connection's runtime.
+    client.block_on(async move { drop(sub) });
+    exporter.close_blocking();
+    client.close_blocking();
+    system.shutdown();
+}
+
+#[test]
+fn over_tls_asks_work_and_a_node_that_does_not_trust_the_server_is_refused() {
+    let access = Access::new([Role::peer("a"), Role::peer("b")], true).unwrap();
+    let server = server(&access);
+    let system = System::new();
+    let a = Node::connect_blocking(&server.url(), opts(&access, "a")).unwrap();
+    export_counter(&a, &system, "secret");
+    let b = Node::connect_blocking(&server.url(), opts(&access, "b")).unwrap();
+    let add = b.recipient::<Add>("secret").unwrap();
+    add.tell(Add(41)).unwrap();
+    add.tell(Add(1)).unwrap();
+    assert_eq!(
+        b.recipient::<Sum>("secret").unwrap().ask(Sum).wait(),
+        Ok(42)
+    );
+
+    // The right key but not the authority: the server's certificate is not trusted.
+    let untrusting = NodeOptions {
+        tls_ca: None,
+        ..access.options("b")
+    };
+    assert!(matches!(
+        Node::connect_blocking(&server.url(), untrusting),
+        Err(RemoteError::Connect { .. })
+    ));
+    // A node that demands TLS of a server without it is refused too.
+    let plain_access = peers();
+    let plain = NatsServer::secured(&plain_access, false).unwrap();
+    let demanding = NodeOptions {
+        tls_ca: access.ca().map(Into::into),
+        ..plain_access.options("a")
+    };
+    assert!(matches!(
+        Node::connect_blocking(&plain.url(), demanding),
+        Err(RemoteError::Connect { .. })
+    ));
     a.close_blocking();
     b.close_blocking();
     system.shutdown();

@@ -1,15 +1,60 @@
-//! Node processes for the distributed mode's tests and benchmark: start `troupe-trading node`
-//! processes, find a pair's primary, wait for a standby to be in step. Every process is killed
-//! when its handle is dropped, so a failing test leaves none behind.
+//! Node processes for the distributed mode's tests and benchmark: the NATS users of each role
+//! (engine, client, operator) with their permissions, `troupe-trading node` processes signed
+//! in as engines, a pair's primary, a standby in step. Every process is killed when its handle
+//! is dropped, so a failing test leaves none behind.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use troupe_remote::server::{Access, Role};
 use troupe_remote::Node;
 
-use crate::dist::{node_state, NodeState};
+use crate::dist::{node_history, node_state, NodeState, RECEIVE};
+use crate::nats_cluster::{LEASE_BUCKET, SYNC_BUCKET};
+
+/// What an engine node may publish: every troupe subject and answer, and the requests of
+/// JetStream's API that the lease and sync buckets need (their streams' information and
+/// creation, reads of their keys) and writes to their keys. Nothing else of JetStream.
+pub fn engine_publish() -> Vec<String> {
+    let mut subjects = vec!["troupe.>".to_string(), "_INBOX.>".to_string()];
+    subjects.push("$JS.API.INFO".to_string());
+    for bucket in [LEASE_BUCKET, SYNC_BUCKET] {
+        let stream = format!("KV_{bucket}");
+        subjects.extend([
+            format!("$JS.API.STREAM.INFO.{stream}"),
+            format!("$JS.API.STREAM.CREATE.{stream}"),
+            format!("$JS.API.STREAM.MSG.GET.{stream}"),
+            format!("$JS.API.DIRECT.GET.{stream}.>"),
+            format!("$KV.{bucket}.>"),
+        ]);
+    }
+    subjects
+}
+
+/// The three roles of the distributed mode, as NATS users:
+/// - `engine`: a node (`troupe-trading node`): all of troupe's subjects, and the lease and
+///   sync buckets ([`engine_publish`]). Only engines may write the buckets or send to an
+///   engine (`Place`, `Join`, `Replicate`).
+/// - `client`: may publish orders to the receivers (`troupe.x.trading.receive`) and read its
+///   own answers (`_INBOX.client.>`), nothing else.
+/// - `operator`: may ask any node's state (`troupe.x.trading.pair.*.state.*`) and read its
+///   own answers, nothing else.
+pub fn roles() -> [Role; 3] {
+    [
+        Role::new("engine")
+            .publish(engine_publish())
+            .subscribe(["troupe.>", "_INBOX.>"]),
+        Role::new("client").publish([format!("troupe.x.{RECEIVE}")]),
+        Role::new("operator").publish(["troupe.x.trading.pair.*.state.*"]),
+    ]
+}
+
+/// Users for [`roles`] (nkeys made now, in a temporary directory), with TLS if `tls`.
+pub fn access(tls: bool) -> std::io::Result<Access> {
+    Access::new(roles(), tls)
+}
 
 /// A `troupe-trading node` process; killed (SIGKILL) when dropped.
 pub struct NodeProcess {
@@ -24,16 +69,19 @@ pub struct NodeProcess {
 }
 
 impl NodeProcess {
-    /// Starts `binary node ...` and waits until it says it is ready.
+    /// Starts `binary node ...`, signed in as `access`'s engine user, and waits until it says
+    /// it is ready.
     pub fn start(
         binary: &Path,
         nats: &str,
+        access: &Access,
         pair: usize,
         name: &str,
         dir: &Path,
         lease: Duration,
     ) -> std::io::Result<NodeProcess> {
-        let mut child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .args([
                 "node",
                 "--nats",
@@ -43,6 +91,12 @@ impl NodeProcess {
                 "--name",
                 name,
             ])
+            .arg("--nats-nkey")
+            .arg(access.seed_file("engine"));
+        if let Some(ca) = access.ca() {
+            command.arg("--nats-ca").arg(ca);
+        }
+        let mut child = command
             .arg("--dir")
             .arg(dir)
             .args(["--lease-ms", &lease.as_millis().to_string()])
@@ -93,6 +147,11 @@ impl NodeProcess {
         }
     }
 
+    /// Its process id, while it has not been reaped.
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Its exit status, if it has ended (reaping it).
     pub fn try_wait(&mut self) -> Option<ExitStatus> {
         if let Some(child) = &mut self.child {
@@ -119,9 +178,14 @@ impl Drop for NodeProcess {
     }
 }
 
-/// A node's state, or `None` if it does not answer.
+/// A node's state (without keys), or `None` if it does not answer.
 pub fn state(node: &Node, pair: usize, name: &str) -> Option<NodeState> {
     node.block_on(node_state(node, pair, name)).ok()
+}
+
+/// A node's state with the keys of its whole history, or `None` if it does not answer.
+pub fn history(node: &Node, pair: usize, name: &str) -> Option<NodeState> {
+    node.block_on(node_history(node, pair, name)).ok()
 }
 
 /// Waits until one of `names` is the pair's primary; returns its state.

@@ -10,7 +10,7 @@ use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use troupe::kind::Kind;
 use troupe::{Accepts, Actor, Addr};
-use troupe_remote::{ExportBuilder, Node, RemoteError, RemoteRecipient};
+use troupe_remote::{ExportBuilder, Node, NodeOptions, RemoteError, RemoteRecipient};
 
 use crate::cluster::{Cluster, Export, KeyValue, KvEntry, KvError, Network, OrderLog, Peer, Wire};
 use crate::dist::{NodeConfig, NodeError};
@@ -93,8 +93,10 @@ impl KeyValue for NatsBucket {
     }
 }
 
-const LEASE_BUCKET: &str = "trading_lease";
-const SYNC_BUCKET: &str = "trading_sync";
+/// The lease bucket's name.
+pub const LEASE_BUCKET: &str = "trading_lease";
+/// The sync bucket's name.
+pub const SYNC_BUCKET: &str = "trading_sync";
 
 /// A node's world over NATS: its troupe-remote connection and the two buckets.
 #[derive(Clone)]
@@ -110,15 +112,29 @@ fn nats<E: std::fmt::Display>(e: E) -> NodeError {
 
 impl NatsCluster {
     /// Opens (or creates) the lease and sync buckets on the servers of `config.nats`, with a
-    /// connection of its own for JetStream, beside `node` for messages.
-    pub async fn open(node: Node, config: &NodeConfig) -> Result<Self, NodeError> {
+    /// connection of its own for JetStream, beside `node` for messages, signed in as `options`
+    /// say (the same user as `node`).
+    pub async fn open(
+        node: Node,
+        config: &NodeConfig,
+        options: &NodeOptions,
+    ) -> Result<Self, NodeError> {
         let servers: Vec<async_nats::ServerAddr> = config
             .nats
             .split(',')
             .map(|u| u.trim().parse().map_err(nats))
             .collect::<Result<_, _>>()?;
-        let client = async_nats::ConnectOptions::new()
+        let client = options
+            .nats_options()
+            .map_err(nats)?
             .retry_on_initial_connect()
+            // A bucket request the server refuses for lack of permission only times out here:
+            // say why on the node's stderr.
+            .event_callback(|event| async move {
+                if let async_nats::Event::ServerError(e) = event {
+                    eprintln!("nats (key-value connection): {e}");
+                }
+            })
             .connect(servers)
             .await
             .map_err(nats)?;

@@ -3,16 +3,24 @@
 //! `scripts/install-nats-server.sh` when missing), clients placing orders while a primary is
 //! killed outright, or paused past its lease and resumed.
 //!
+//! Every server lets in only the users of the distributed mode's roles (`dist_harness::roles`:
+//! engine, client, operator; nkeys made at run time), each with its permissions; the pause
+//! test runs over TLS. Engines sign in as `engine`, the test's clients as `client`, and it reads
+//! the nodes' states as `operator`.
+//!
 //! Every check is on state: every acknowledged order is in the survivor's history exactly
 //! once, primary and rejoined standby hold equal books, and no sequence number was ever
-//! acknowledged for two different orders (two primaries).
+//! acknowledged for two different orders (two primaries). Two more tests: what a connection
+//! without credentials, or of the wrong role, cannot do to a pair; and what a message full of
+//! state asks cannot do to a node.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use troupe_remote::server::NatsServer;
+use futures_util::StreamExt;
+use troupe_remote::server::{Access, NatsServer};
 use troupe_remote::{Node, NodeOptions};
 use troupe_trading::dist::{DistAck, DistClient, NodeState, Placed, WireOrder};
 use troupe_trading::dist_harness::{self as harness, state, NodeProcess};
@@ -33,16 +41,29 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn start_node(url: &str, pair: usize, name: &str, dir: &Path) -> NodeProcess {
+fn start_node(url: &str, access: &Access, pair: usize, name: &str, dir: &Path) -> NodeProcess {
     NodeProcess::start(
         Path::new(env!("CARGO_BIN_EXE_troupe-trading")),
         url,
+        access,
         pair,
         name,
         dir,
         Duration::from_millis(LEASE_MS),
     )
     .expect("start a node")
+}
+
+/// A connection of the test's, signed in as `role` (`client` places orders, `operator` reads
+/// states).
+fn connect(url: &str, access: &Access, role: &str) -> Node {
+    Node::connect_blocking(url, access.options(role)).expect("connect to nats")
+}
+
+/// A node's state with its whole history.
+#[track_caller]
+fn history(node: &Node, pair: usize, name: &str) -> NodeState {
+    harness::history(node, pair, name).unwrap_or_else(|| panic!("node {name} does not answer"))
 }
 
 /// Waits until one node of the pair is primary; returns its name.
@@ -58,11 +79,16 @@ fn wait_in_step(node: &Node, pair: usize, names: [&str; 2]) -> (NodeState, NodeS
 }
 
 /// Starts again every node process that has ended (as a supervisor would).
-fn revive(procs: &mut HashMap<String, NodeProcess>, url: &str, dirs: &HashMap<String, PathBuf>) {
+fn revive(
+    procs: &mut HashMap<String, NodeProcess>,
+    url: &str,
+    access: &Access,
+    dirs: &HashMap<String, PathBuf>,
+) {
     for (name, proc) in procs.iter_mut() {
         if let Some(status) = proc.try_wait() {
             eprintln!("node {name} ended ({status}); starting it again");
-            *proc = start_node(url, proc.pair, name, &dirs[name]);
+            *proc = start_node(url, access, proc.pair, name, &dirs[name]);
         }
     }
 }
@@ -146,10 +172,15 @@ fn wait_acks(acks: &Arc<Mutex<Acks>>, n: usize) {
     }
 }
 
-/// Checks that every acknowledged order of `pair` is in `primary`'s history exactly once,
-/// that nothing else is (clients resend until acknowledged), and that no sequence number
-/// was acknowledged for two orders.
+/// Checks that every acknowledged order of `pair` is in `primary`'s history (read whole, with
+/// [`history`]) exactly once, that nothing else is (clients resend until acknowledged), and
+/// that no sequence number was acknowledged for two orders.
 fn check_history(acks: &Acks, pair: usize, primary: &NodeState) {
+    assert_eq!(
+        primary.keys.len() as u64,
+        primary.applied,
+        "the whole history"
+    );
     let acked: BTreeSet<(u32, u64)> = acks
         .by_key
         .keys()
@@ -198,7 +229,9 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     let _alone = one_at_a_time();
     // A 3-node NATS cluster, the key-value buckets replicated on all three; every process
     // knows every server.
-    let mut nats = NatsServer::cluster_jetstream(3).expect("a 3-node nats-server cluster");
+    let access = harness::access(false).expect("nkeys");
+    let mut nats =
+        NatsServer::secured_cluster(3, &access, true).expect("a 3-node nats-server cluster");
     let url = NatsServer::urls(&nats);
     let root = tempfile::tempdir().unwrap();
     let names = ["p0a", "p0b", "p1a", "p1b"];
@@ -207,15 +240,16 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     for (i, name) in names.iter().enumerate() {
         procs.insert(
             name.to_string(),
-            start_node(&url, i / 2, name, &dirs[*name]),
+            start_node(&url, &access, i / 2, name, &dirs[*name]),
         );
     }
-    let node = Node::connect_blocking(&url, NodeOptions::default()).unwrap();
+    let node = connect(&url, &access, "operator");
+    let clients = connect(&url, &access, "client");
     let p0 = primary_of(&node, 0, &["p0a", "p0b"], Duration::from_secs(20));
     let p1 = primary_of(&node, 1, &["p1a", "p1b"], Duration::from_secs(20));
     let acks = Arc::new(Mutex::new(Acks::default()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let tasks = run_clients(&node, 4, vec![0, 1], acks.clone(), stop.clone());
+    let tasks = run_clients(&clients, 4, vec![0, 1], acks.clone(), stop.clone());
 
     wait_acks(&acks, 400);
     // The standby of pair 0 is in step and named before the kill.
@@ -252,7 +286,7 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     assert!(failover < Duration::from_millis(LEASE_MS * 3 + 2000));
 
     // The killed node comes back as standby and catches up.
-    procs.insert(p0.clone(), start_node(&url, 0, &p0, &dirs[&p0]));
+    procs.insert(p0.clone(), start_node(&url, &access, 0, &p0, &dirs[&p0]));
     let total = acks.lock().unwrap().by_key.len();
     wait_acks(&acks, total + 400);
 
@@ -275,15 +309,17 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
             Instant::now() < end,
             "orders stalled after a NATS server was killed"
         );
-        revive(&mut procs, &url, &dirs);
+        revive(&mut procs, &url, &access, &dirs);
         std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for task in tasks {
-        node.block_on(task).expect("a client task");
+        clients.block_on(task).expect("a client task");
     }
-    revive(&mut procs, &url, &dirs);
+    revive(&mut procs, &url, &access, &dirs);
     let (primary0, standby0_state) = wait_in_step(&node, 0, ["p0a", "p0b"]);
+    let primary0 = history(&node, 0, &primary0.node);
+    let standby0_state = history(&node, 0, &standby0_state.node);
     assert_eq!(primary0.hash, standby0_state.hash, "pair 0: equal books");
     assert_eq!(
         primary0.keys, standby0_state.keys,
@@ -293,6 +329,7 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     check_history(&acks, 0, &primary0);
 
     let (primary1, standby1) = wait_in_step(&node, 1, ["p1a", "p1b"]);
+    let primary1 = history(&node, 1, &primary1.node);
     assert_eq!(primary1.hash, standby1.hash, "pair 1: equal books");
     check_history(&acks, 1, &primary1);
     eprintln!(
@@ -300,26 +337,33 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
         primary0.applied, primary1.applied
     );
     node.close_blocking();
+    clients.close_blocking();
 }
 
 #[test]
 fn a_primary_paused_past_its_lease_never_acknowledges_again() {
     let _alone = one_at_a_time();
-    let nats = NatsServer::start_jetstream().expect("nats-server with JetStream");
+    // Over TLS: every connection, the nodes' and the test's.
+    let access = harness::access(true).expect("nkeys and certificates");
+    let nats = NatsServer::secured(&access, true).expect("nats-server with JetStream");
     let url = nats.url();
     let root = tempfile::tempdir().unwrap();
     let names = ["s0a", "s0b"];
     let dirs = dirs(root.path(), &names);
     let mut procs: HashMap<String, NodeProcess> = HashMap::new();
     for name in names {
-        procs.insert(name.to_string(), start_node(&url, 0, name, &dirs[name]));
+        procs.insert(
+            name.to_string(),
+            start_node(&url, &access, 0, name, &dirs[name]),
+        );
     }
-    let node = Node::connect_blocking(&url, NodeOptions::default()).unwrap();
+    let node = connect(&url, &access, "operator");
+    let clients = connect(&url, &access, "client");
     let old = primary_of(&node, 0, &names, Duration::from_secs(20));
     let other = if old == "s0a" { "s0b" } else { "s0a" };
     let acks = Arc::new(Mutex::new(Acks::default()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let tasks = run_clients(&node, 3, vec![0], acks.clone(), stop.clone());
+    let tasks = run_clients(&clients, 3, vec![0], acks.clone(), stop.clone());
     wait_acks(&acks, 300);
     wait_in_step(&node, 0, names);
 
@@ -351,10 +395,322 @@ fn a_primary_paused_past_its_lease_never_acknowledges_again() {
     wait_acks(&acks, total + 200);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for task in tasks {
-        node.block_on(task).expect("a client task");
+        clients.block_on(task).expect("a client task");
     }
-    let survivor = state(&node, 0, other).unwrap();
+    let survivor = history(&node, 0, other);
     assert!(survivor.primary);
     check_history(&acks.lock().unwrap(), 0, &survivor);
     node.close_blocking();
+    clients.close_blocking();
+}
+
+/// A process's resident memory in bytes (Linux), or 0 where it cannot be read.
+fn rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb * 1024)
+        })
+        .unwrap_or(0)
+}
+
+/// A plain NATS connection signed in as `role`, whose server errors (permissions refused)
+/// arrive on the returned channel.
+fn raw_connection(
+    node: &Node,
+    url: &str,
+    access: &Access,
+    role: &str,
+) -> (async_nats::Client, std::sync::mpsc::Receiver<String>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let options = access
+        .options(role)
+        .nats_options()
+        .unwrap()
+        .request_timeout(Some(Duration::from_secs(1)))
+        .event_callback(move |event| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(event.to_string());
+            }
+        });
+    (node.block_on(options.connect(url)).unwrap(), rx)
+}
+
+/// Waits for the server's permissions error about `subject`.
+#[track_caller]
+fn denied(errors: &std::sync::mpsc::Receiver<String>, subject: &str) {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match errors.recv_timeout(left) {
+            Ok(e) if e.to_lowercase().contains("permissions violation") && e.contains(subject) => {
+                return
+            }
+            Ok(_) => {}
+            Err(_) => panic!("no permissions error for {subject}"),
+        }
+    }
+}
+
+#[test]
+fn connections_without_credentials_or_of_another_role_cannot_touch_the_lease_or_the_engines() {
+    let _alone = one_at_a_time();
+    let access = harness::access(false).expect("nkeys");
+    let nats = NatsServer::secured(&access, true).expect("nats-server with JetStream");
+    let url = nats.url();
+    let root = tempfile::tempdir().unwrap();
+    let names = ["i0a", "i0b"];
+    let dirs = dirs(root.path(), &names);
+    let mut procs: HashMap<String, NodeProcess> = HashMap::new();
+    for name in names {
+        procs.insert(
+            name.to_string(),
+            start_node(&url, &access, 0, name, &dirs[name]),
+        );
+    }
+    let node = connect(&url, &access, "operator");
+    let clients = connect(&url, &access, "client");
+    let primary = primary_of(&node, 0, &names, Duration::from_secs(20));
+    let standby = if primary == "i0a" { "i0b" } else { "i0a" };
+    let acks = Arc::new(Mutex::new(Acks::default()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks = run_clients(&clients, 2, vec![0], acks.clone(), stop.clone());
+    wait_acks(&acks, 100);
+    let epoch = state(&node, 0, &primary).unwrap().epoch;
+
+    // Without credentials nothing gets in: neither a plain client nor a node.
+    let anonymous = node.block_on(async_nats::ConnectOptions::new().connect(url.as_str()));
+    match anonymous {
+        Err(e) => assert!(e.to_string().contains("authorization"), "{e}"),
+        Ok(_) => panic!("a connection without credentials was let in"),
+    }
+    assert!(Node::connect_blocking(&url, NodeOptions::default()).is_err());
+
+    // A client and an operator try what the operator of the report did (publish `intruder`
+    // to the lease key), write the sync key, go through JetStream's API, and send to the
+    // engines' own subjects (a forged Replicate to the standby, a Place or Join to the
+    // primary). The server refuses each, and says so.
+    let targets = [
+        "$KV.trading_lease.pair-0".to_string(),
+        "$KV.trading_sync.pair-0".to_string(),
+        "troupe.x.trading.pair.0.primary".to_string(),
+        format!("troupe.x.trading.pair.0.node.{standby}"),
+    ];
+    for role in ["client", "operator"] {
+        let (raw, errors) = raw_connection(&node, &url, &access, role);
+        for subject in &targets {
+            node.block_on(raw.publish(subject.clone(), "intruder".into()))
+                .unwrap();
+            denied(&errors, subject);
+        }
+        let refused = node.block_on(async {
+            let js = async_nats::jetstream::new(raw.clone());
+            js.get_key_value("trading_lease").await.is_err()
+        });
+        assert!(refused, "the bucket opened for a {role}");
+        denied(&errors, "$JS.API.STREAM.INFO.KV_trading_lease");
+        eprintln!("{role}: every write refused with a permissions error");
+    }
+
+    // Two leases later the pair has the same primary at the same epoch, both nodes run, the
+    // lease names the primary, and orders go on.
+    std::thread::sleep(Duration::from_millis(LEASE_MS * 2));
+    let now = state(&node, 0, &primary).expect("the primary answers");
+    assert!(now.primary, "{primary} kept its pair");
+    assert_eq!(now.epoch, epoch, "no failover");
+    for name in names {
+        assert!(
+            procs.get_mut(name).unwrap().try_wait().is_none(),
+            "{name} runs"
+        );
+    }
+    let (engine, _) = raw_connection(&node, &url, &access, "engine");
+    let lease = node
+        .block_on(async {
+            let kv = async_nats::jetstream::new(engine)
+                .get_key_value("trading_lease")
+                .await?;
+            kv.get("pair-0").await.map_err(async_nats::Error::from)
+        })
+        .expect("an engine reads the lease");
+    assert_eq!(lease.as_deref(), Some(primary.as_bytes()));
+    let total = acks.lock().unwrap().by_key.len();
+    wait_acks(&acks, total + 100);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in tasks {
+        clients.block_on(task).expect("a client task");
+    }
+    let acks = acks.lock().unwrap();
+    assert!(
+        acks.times.iter().all(|(_, _, e)| *e == epoch || *e == 0),
+        "every order acknowledged by the one primary"
+    );
+    check_history(&acks, 0, &history(&node, 0, &primary));
+    node.close_blocking();
+    clients.close_blocking();
+}
+
+/// A batch frame of `n` `GetState` asks (troupe-remote's wire: `TR`, version 1, kind 1, the
+/// count, then for each: kind 2, the ask id, the type's tag, the postcard payload).
+fn state_asks(n: usize) -> Vec<u8> {
+    let mut frame = b"TR\x01\x01".to_vec();
+    frame.extend_from_slice(&(n as u32).to_le_bytes());
+    for id in 0..n as u64 {
+        frame.push(2);
+        frame.extend_from_slice(&id.to_le_bytes());
+        frame.push(13);
+        frame.extend_from_slice(b"trading.state");
+        frame.extend_from_slice(&2u16.to_le_bytes());
+        frame.extend_from_slice(&1u32.to_le_bytes());
+        frame.push(0); // GetState { keys_from: 0 }
+    }
+    frame
+}
+
+/// The answers in a reply frame: (asks answered, asks refused, the largest answer's bytes).
+fn read_answers(frame: &[u8]) -> (u64, u64, usize) {
+    assert_eq!(&frame[..4], b"TR\x01\x01", "a batch of answers");
+    let count = u32::from_le_bytes(frame[4..8].try_into().unwrap());
+    let (mut ok, mut refused, mut largest) = (0, 0, 0);
+    let mut at = 8;
+    for _ in 0..count {
+        let kind = frame[at];
+        at += 9; // kind and ask id
+        if kind == 3 {
+            let len = u32::from_le_bytes(frame[at..at + 4].try_into().unwrap()) as usize;
+            at += 4 + len;
+            ok += 1;
+            largest = largest.max(len);
+        } else {
+            let len = u16::from_le_bytes(frame[at + 1..at + 3].try_into().unwrap()) as usize;
+            at += 3 + len;
+            refused += 1;
+        }
+    }
+    (ok, refused, largest)
+}
+
+#[test]
+fn a_message_full_of_state_asks_neither_blows_up_a_node_nor_holds_up_its_orders() {
+    let _alone = one_at_a_time();
+    let access = harness::access(false).expect("nkeys");
+    let nats = NatsServer::secured(&access, true).expect("nats-server with JetStream");
+    let url = nats.url();
+    let root = tempfile::tempdir().unwrap();
+    let names = ["f0a", "f0b"];
+    let dirs = dirs(root.path(), &names);
+    let mut procs: HashMap<String, NodeProcess> = HashMap::new();
+    for name in names {
+        procs.insert(
+            name.to_string(),
+            start_node(&url, &access, 0, name, &dirs[name]),
+        );
+    }
+    let node = connect(&url, &access, "operator");
+    let clients = connect(&url, &access, "client");
+    let primary = primary_of(&node, 0, &names, Duration::from_secs(20));
+    let acks = Arc::new(Mutex::new(Acks::default()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks = run_clients(&clients, 10, vec![0], acks.clone(), stop.clone());
+    // A history long enough that answers carrying all of it would be large (a few thousand
+    // keys each, tens of thousands of answers).
+    wait_acks(&acks, 3000);
+    let before = state(&node, 0, &primary).unwrap();
+    let pid = procs[&primary].id().expect("running");
+    let rss_before = rss(pid);
+
+    // The operator's own connection, its answers read here.
+    let (raw, _) = raw_connection(&node, &url, &access, "operator");
+    let mut answers = node
+        .block_on(raw.subscribe("_INBOX.operator.flood.>"))
+        .unwrap();
+    let subject = format!("troupe.x.trading.pair.0.state.{primary}");
+    // As many asks as a message can hold: refused whole, before any is read.
+    let most = (raw.server_info().max_payload - 8) / 30;
+    let flood = state_asks(most);
+    eprintln!("one message of {most} state asks, {} bytes", flood.len());
+    let flood_at = Instant::now();
+    node.block_on(raw.publish_with_reply(
+        subject.clone(),
+        "_INBOX.operator.flood.whole",
+        flood.into(),
+    ))
+    .unwrap();
+    // Then four frames of as many asks as a frame may hold, each with its own reply subject
+    // (a sender's limit does not bind then; the node's does).
+    for k in 0..4 {
+        node.block_on(raw.publish_with_reply(
+            subject.clone(),
+            format!("_INBOX.operator.flood.{k}"),
+            state_asks(4096).into(),
+        ))
+        .unwrap();
+    }
+    // Meanwhile an order of a new client is acknowledged in bounded time.
+    let mut probe = DistClient::new(&clients).unwrap();
+    let placed_at = Instant::now();
+    let (_, order) = order(99, 1, &[0]);
+    let placed = clients
+        .block_on(probe.place(order, Duration::from_secs(30)))
+        .expect("the probe order");
+    let took = placed_at.elapsed();
+    let Placed::Acked(Some(ack)) = placed else {
+        panic!("the probe order: {placed:?}")
+    };
+    acks.lock().unwrap().by_key.insert((0, 99, 1), Some(ack));
+
+    let (mut ok, mut refused, mut largest, mut whole) = (0, 0, 0, false);
+    node.block_on(async {
+        while ok + refused < 4 * 4096 || !whole {
+            let msg = tokio::time::timeout(Duration::from_secs(30), answers.next())
+                .await
+                .expect("every ask answered within 30 s")
+                .expect("the subscription");
+            if msg.payload[3] == 5 {
+                let text = String::from_utf8_lossy(&msg.payload);
+                assert!(text.contains(&format!("{most} entries")), "{text}");
+                whole = true;
+            } else {
+                let (o, r, l) = read_answers(&msg.payload);
+                ok += o;
+                refused += r;
+                largest = largest.max(l);
+            }
+        }
+    });
+    let answered_in = flood_at.elapsed();
+    // A subscription tells the connection it goes when dropped, on the connection's runtime.
+    node.block_on(async move { drop(answers) });
+    let rss_after = rss(pid);
+    eprintln!(
+        "the node went from {} to {} MB; {ok} asks answered, {refused} refused as overloaded, \
+         the largest answer {largest} bytes, all within {answered_in:?}; an order placed \
+         meanwhile acknowledged after {took:?}",
+        rss_before >> 20,
+        rss_after >> 20
+    );
+    assert!(ok > 0);
+    assert!(largest < 8 << 10, "an answer carries one page of keys");
+    assert!(
+        rss_after < rss_before + (128 << 20),
+        "the node grew from {} to {} MB",
+        rss_before >> 20,
+        rss_after >> 20
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "an order took {took:?} during the flood"
+    );
+    let after = state(&node, 0, &primary).unwrap();
+    assert!(after.primary && after.epoch == before.epoch, "no failover");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in tasks {
+        clients.block_on(task).expect("a client task");
+    }
+    check_history(&acks.lock().unwrap(), 0, &history(&node, 0, &primary));
+    node.close_blocking();
+    clients.close_blocking();
 }

@@ -221,8 +221,9 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     assert!(stderr.contains("0 is not in 1..=1000000000"), "{stderr}");
 }
 
-/// The remote scenario end to end: its own nats-server, a second process, every transport
-/// validated (each ask's answer and each tell counted), and both encodings.
+/// The remote scenario end to end: its own nats-servers (users signed in with nkeys; one over
+/// TLS), a second process for each, every transport validated (each ask's answer and each
+/// tell counted) with and without TLS, and both encodings.
 #[test]
 fn quick_remote_runs_across_two_processes() {
     let records = bench(&["--quick", "--json", "remote"]);
@@ -231,29 +232,30 @@ fn quick_remote_runs_across_two_processes() {
         .map(|r| {
             assert_eq!(r["validated"], true, "{r}");
             format!(
-                "{}/{}/{}",
+                "{}/{}/{}/{}",
                 r["metric"].as_str().unwrap(),
                 r["params"]["transport"].as_str().unwrap_or(""),
+                r["params"]["security"].as_str().unwrap_or(""),
                 r["params"]["codec"].as_str().unwrap_or("")
             )
         })
         .collect();
-    for transport in [
-        "nats-request",
-        "troupe-remote",
-        "troupe-remote-thread",
-        "in-process",
-    ] {
+    let mut runs = vec![("in-process", "none")];
+    for transport in ["nats-request", "troupe-remote", "troupe-remote-thread"] {
+        runs.extend([(transport, "nkey"), (transport, "nkey+tls")]);
+    }
+    for (transport, security) in runs {
         for metric in ["round_trips", "p50_latency", "p99_latency"] {
-            let key = format!("{metric}/{transport}/");
+            let key = format!("{metric}/{transport}/{security}/");
             assert!(seen.contains(&key), "no {key} in {seen:?}");
         }
     }
     for key in [
-        "one_way/troupe-remote/",
-        "one_way/in-process/",
-        "encode_ns//postcard",
-        "decode_ns//msgpack",
+        "one_way/troupe-remote/nkey/",
+        "one_way/troupe-remote/nkey+tls/",
+        "one_way/in-process/none/",
+        "encode_ns///postcard",
+        "decode_ns///msgpack",
     ] {
         assert!(seen.iter().any(|s| s == key), "no {key} in {seen:?}");
     }

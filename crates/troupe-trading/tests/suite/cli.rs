@@ -205,6 +205,57 @@ fn bad_arguments_are_refused_clearly() {
         ],
         &["--name"],
     );
+    // NATS sign-in files are read and checked before the node starts.
+    assert_refused(
+        &[
+            "node",
+            "--nats",
+            "x",
+            "--pair",
+            "0",
+            "--name",
+            "a",
+            "--dir",
+            "{dir}",
+            "--nats-nkey",
+            "{dir}/no-such.nk",
+        ],
+        &["--nats-nkey", "cannot read"],
+    );
+    assert_refused(
+        &[
+            "node",
+            "--nats",
+            "x",
+            "--pair",
+            "0",
+            "--name",
+            "a",
+            "--dir",
+            "{dir}",
+            "--nats-ca",
+            "{dir}/no-such-ca.pem",
+        ],
+        &["--nats-ca", "no such file"],
+    );
+    assert_refused(
+        &[
+            "node",
+            "--nats",
+            "x",
+            "--pair",
+            "0",
+            "--name",
+            "a",
+            "--dir",
+            "{dir}",
+            "--nats-nkey",
+            "a.nk",
+            "--nats-creds",
+            "a.creds",
+        ],
+        &["--nats-nkey", "--nats-creds"],
+    );
 }
 
 /// A client count is an OS thread or a client actor: 1 to 1000, everywhere, each once.

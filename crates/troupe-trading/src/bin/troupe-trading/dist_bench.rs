@@ -3,6 +3,9 @@
 //!
 //! Starts its own nats-server with JetStream and six node processes (a primary and a standby
 //! for each of the seed's three pairs, buffered logs in a temporary directory), then:
+//! The server lets in only the distributed mode's users (`dist_harness::roles`, nkeys made at
+//! run time): the nodes sign in as `engine`, the clients as `client`, the state reads as
+//! `operator`.
 //! - closed loop at each client count: every client places an order, waits for its
 //!   acknowledgement, places the next, for `--seconds`; orders/s, p50 and p99. The same, in one
 //!   process (`Exchange`, request-reply, buffered logs, blocking clients).
@@ -19,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use serde_json::json;
 use troupe_remote::server::NatsServer;
-use troupe_remote::{Node, NodeOptions};
+use troupe_remote::Node;
 use troupe_results::Record;
 use troupe_trading::dist::{DistClient, Placed, WireOrder};
 use troupe_trading::dist_harness::{self as harness, NodeProcess};
@@ -183,7 +186,8 @@ fn in_process(clients: usize, seconds: f64, dir: &Path) -> Result<Figures> {
 
 pub fn run(plan: &DistPlan) -> Result<()> {
     let binary = std::env::current_exe().context("locating troupe-trading")?;
-    let nats = NatsServer::start_jetstream().context("starting nats-server with JetStream")?;
+    let access = harness::access(false).context("making the NATS users")?;
+    let nats = NatsServer::secured(&access, true).context("starting nats-server with JetStream")?;
     let url = nats.url();
     let root = tempfile::tempdir()?;
     let mut names = Vec::new();
@@ -198,6 +202,7 @@ pub fn run(plan: &DistPlan) -> Result<()> {
             NodeProcess::start(
                 &binary,
                 &url,
+                &access,
                 *pair,
                 name,
                 &root.path().join(name),
@@ -206,7 +211,8 @@ pub fn run(plan: &DistPlan) -> Result<()> {
             .map(Some)
         })
         .collect::<std::io::Result<_>>()?;
-    let node = Node::connect_blocking(&url, NodeOptions::default())?;
+    let node = Node::connect_blocking(&url, access.options("operator"))?;
+    let client_node = Node::connect_blocking(&url, access.options("client"))?;
     for pair in 0..3 {
         let pair_names = [format!("p{pair}a"), format!("p{pair}b")];
         let refs = [pair_names[0].as_str(), pair_names[1].as_str()];
@@ -225,7 +231,7 @@ pub fn run(plan: &DistPlan) -> Result<()> {
     ));
     let notes = "request-reply, buffered logs; across: 6 node processes (3 pairs, primary and standby each) and one nats-server on this machine, clients as tokio tasks in one more process";
     for (i, &clients) in plan.clients.iter().enumerate() {
-        let across = across(&node, clients, plan.seconds, 1000 * (i as u32 + 1))?;
+        let across = across(&client_node, clients, plan.seconds, 1000 * (i as u32 + 1))?;
         let dir = tempfile::tempdir()?;
         let local = in_process(clients, plan.seconds, dir.path())?;
         say(format!(
@@ -253,10 +259,10 @@ pub fn run(plan: &DistPlan) -> Result<()> {
         let stop = Arc::new(AtomicBool::new(false));
         let tasks: Vec<_> = (0..4u32)
             .map(|c| {
-                let mut client = DistClient::new(&node)?;
+                let mut client = DistClient::new(&client_node)?;
                 let acks = acks.clone();
                 let stop = stop.clone();
-                Ok(node.runtime().spawn(async move {
+                Ok(client_node.runtime().spawn(async move {
                     let mut id = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         id += 1;
@@ -319,6 +325,7 @@ pub fn run(plan: &DistPlan) -> Result<()> {
             procs[index] = Some(NodeProcess::start(
                 &binary,
                 &url,
+                &access,
                 0,
                 &primary.node,
                 &root.path().join(&primary.node),
@@ -327,7 +334,9 @@ pub fn run(plan: &DistPlan) -> Result<()> {
         }
         stop.store(true, Ordering::Relaxed);
         for task in tasks {
-            node.block_on(task)?.map_err(|e| anyhow::anyhow!(e))?;
+            client_node
+                .block_on(task)?
+                .map_err(|e| anyhow::anyhow!(e))?;
         }
         times.sort();
         let p50 = times[times.len() / 2].as_secs_f64() * 1e3;
@@ -343,5 +352,6 @@ pub fn run(plan: &DistPlan) -> Result<()> {
         emit(plan, "failover_max", "ms", max, params, notes)?;
     }
     node.close_blocking();
+    client_node.close_blocking();
     Ok(())
 }

@@ -173,6 +173,17 @@ enum Command {
         /// NATS server URL(s), comma-separated.
         #[arg(long)]
         nats: String,
+        /// A file holding the node's NATS nkey seed (a line starting with SU): the server's
+        /// configuration names the engine user by its public key.
+        #[arg(long, conflicts_with = "nats_creds")]
+        nats_nkey: Option<PathBuf>,
+        /// A NATS credentials file (user JWT and seed), for servers in operator mode.
+        #[arg(long)]
+        nats_creds: Option<PathBuf>,
+        /// The PEM file of the authority that signed the NATS server's TLS certificate: the
+        /// connection is then TLS, and refused if the server does not speak it.
+        #[arg(long)]
+        nats_ca: Option<PathBuf>,
         /// The engine pair it serves (0-2 in the seed market).
         #[arg(long, value_parser = clap::value_parser!(u64).range(0..=2))]
         pair: u64,
@@ -557,6 +568,9 @@ fn prepare(cli: Cli) -> Result<(Setup, Job)> {
         }
         Command::Node {
             nats,
+            nats_nkey,
+            nats_creds,
+            nats_ca,
             pair,
             name,
             dir,
@@ -572,8 +586,37 @@ fn prepare(cli: Cli) -> Result<(Setup, Job)> {
             if !ok {
                 bail!("--name {name:?}: use 1-64 letters, digits, '-' or '_'");
             }
+            let (credentials, option) = match (nats_nkey, nats_creds) {
+                (Some(file), _) => (troupe_remote::Credentials::NkeyFile(file), "--nats-nkey"),
+                (None, Some(file)) => (troupe_remote::Credentials::CredsFile(file), "--nats-creds"),
+                (None, None) => (troupe_remote::Credentials::None, ""),
+            };
+            // The files are read and checked now: a bad one is a one-line error naming its
+            // option, before anything starts.
+            let check = |options: troupe_remote::NodeOptions, option: &str| {
+                options
+                    .nats_options()
+                    .map(drop)
+                    .map_err(|e| anyhow::anyhow!("{option}: {e}"))
+            };
+            check(
+                troupe_remote::NodeOptions {
+                    credentials: credentials.clone(),
+                    ..troupe_remote::NodeOptions::default()
+                },
+                option,
+            )?;
+            check(
+                troupe_remote::NodeOptions {
+                    tls_ca: nats_ca.clone(),
+                    ..troupe_remote::NodeOptions::default()
+                },
+                "--nats-ca",
+            )?;
             Job::Node(troupe_trading::dist::NodeConfig {
                 nats,
+                credentials,
+                tls_ca: nats_ca,
                 pair: pair as usize,
                 name,
                 log_dir: dir,

@@ -1,8 +1,14 @@
 //! Starts and stops `nats-server` processes on loopback ports: for the tests and the
 //! benchmark, which never use a server they did not start.
 //!
-//! A missing `nats-server` is installed by the project's `scripts/install-nats-server.sh`
-//! (apt-get, as root); where that is impossible, [`NatsServer::start`] says how to install it.
+//! A missing `nats-server` is made present by the project's `scripts/install-nats-server.sh`
+//! (built with Go, or apt-get as root); where that is impossible, [`NatsServer::start`] says
+//! how to install it. [`NatsServer::secured`] starts one that lets in only the users of an
+//! [`Access`] (nkeys made at run time, each with its permissions), over TLS if asked.
+
+mod access;
+
+pub use access::{Access, Role};
 
 use std::io::{self, BufRead, BufReader};
 use std::net::TcpStream;
@@ -110,29 +116,50 @@ impl NatsServer {
     /// One server on a free loopback port (chosen by the server itself), ready for clients when
     /// this returns.
     pub fn start() -> io::Result<NatsServer> {
-        Self::spawn(None, "single", false)
+        Self::launch("single", false, None, |_| {})
     }
 
     /// One server with JetStream on (its store in a temporary directory removed with it): for
     /// key-value leases.
     pub fn start_jetstream() -> io::Result<NatsServer> {
-        Self::spawn(None, "jetstream", true)
+        Self::launch("jetstream", true, None, |_| {})
+    }
+
+    /// One server that lets in only the users of `access`, each with its permissions (over TLS
+    /// if `access` has certificates), with JetStream on if asked.
+    pub fn secured(access: &Access, jetstream: bool) -> io::Result<NatsServer> {
+        Self::launch("secured", jetstream, Some(access), |_| {})
+    }
+
+    /// A cluster of `n` such servers (see [`NatsServer::cluster_jetstream`]): the users and
+    /// permissions of `access` on each. The routes between the servers are on loopback and
+    /// carry no client credentials.
+    pub fn secured_cluster(
+        n: usize,
+        access: &Access,
+        jetstream: bool,
+    ) -> io::Result<Vec<NatsServer>> {
+        Self::cluster_with(n, jetstream, Some(access))
     }
 
     /// A cluster of `n` servers on loopback: the first is the seed the others route to (they
     /// learn each other from it), and each is ready for clients when this returns.
     pub fn cluster(n: usize) -> io::Result<Vec<NatsServer>> {
-        Self::cluster_with(n, false)
+        Self::cluster_with(n, false, None)
     }
 
     /// A cluster of `n` servers with JetStream on (each with its own store), for replicated
     /// key-value buckets. JetStream elects its meta leader once a majority is routed: clients
     /// may have to retry their first JetStream calls for a few seconds.
     pub fn cluster_jetstream(n: usize) -> io::Result<Vec<NatsServer>> {
-        Self::cluster_with(n, true)
+        Self::cluster_with(n, true, None)
     }
 
-    fn cluster_with(n: usize, jetstream: bool) -> io::Result<Vec<NatsServer>> {
+    fn cluster_with(
+        n: usize,
+        jetstream: bool,
+        access: Option<&Access>,
+    ) -> io::Result<Vec<NatsServer>> {
         if jetstream {
             // JetStream's cluster wants every server to have routes configured, so the route
             // ports are chosen up front: held open together (so they differ), then released
@@ -153,21 +180,25 @@ impl NatsServer {
             return ports
                 .iter()
                 .enumerate()
-                .map(|(i, port)| Self::spawn_routed(&format!("node{i}"), *port, &routes))
+                .map(|(i, port)| Self::spawn_routed(&format!("node{i}"), *port, &routes, access))
                 .collect();
         }
         let mut servers = Vec::with_capacity(n);
-        let seed = Self::spawn(Some(None), "node0", jetstream)?;
+        let seed = Self::launch("node0", jetstream, access, |cmd| {
+            cluster_member(cmd, "node0", "nats://127.0.0.1:-1");
+        })?;
         let seed_route = seed
             .cluster_port
             .map(|port| format!("nats-route://127.0.0.1:{port}"));
         servers.push(seed);
         for i in 1..n {
-            servers.push(Self::spawn(
-                Some(seed_route.clone()),
-                &format!("node{i}"),
-                jetstream,
-            )?);
+            let tag = format!("node{i}");
+            servers.push(Self::launch(&tag, jetstream, access, |cmd| {
+                cluster_member(cmd, &tag, "nats://127.0.0.1:-1");
+                if let Some(seed) = &seed_route {
+                    cmd.args(["--routes", seed]);
+                }
+            })?);
         }
         Ok(servers)
     }
@@ -182,33 +213,34 @@ impl NatsServer {
     }
 
     /// A JetStream server of a cluster whose route ports are all known.
-    fn spawn_routed(tag: &str, cluster_port: u16, routes: &str) -> io::Result<Self> {
-        Self::launch(tag, true, |cmd| {
+    fn spawn_routed(
+        tag: &str,
+        cluster_port: u16,
+        routes: &str,
+        access: Option<&Access>,
+    ) -> io::Result<Self> {
+        Self::launch(tag, true, access, |cmd| {
             cluster_member(cmd, tag, &format!("nats://127.0.0.1:{cluster_port}"));
             cmd.args(["--routes", routes]);
-        })
-    }
-
-    /// `cluster`: `None` for a lone server, `Some(seed route)` for a member of a cluster.
-    fn spawn(cluster: Option<Option<String>>, tag: &str, jetstream: bool) -> io::Result<Self> {
-        Self::launch(tag, jetstream, |cmd| {
-            if let Some(seed) = &cluster {
-                cluster_member(cmd, tag, "nats://127.0.0.1:-1");
-                if let Some(seed) = seed {
-                    cmd.args(["--routes", seed]);
-                }
-            }
         })
     }
 
     fn launch(
         tag: &str,
         jetstream: bool,
+        access: Option<&Access>,
         configure: impl FnOnce(&mut Command),
     ) -> io::Result<Self> {
         let binary = nats_server_binary()?;
         let dir = tempdir::TempDir::new(tag)?;
         let mut cmd = Command::new(binary);
+        if let Some(access) = access {
+            // Users and TLS only exist in a configuration file; the flags below still apply
+            // (they override the file).
+            let config = dir.path().join("server.conf");
+            std::fs::write(&config, access.server_config())?;
+            cmd.arg("-c").arg(config);
+        }
         // Port -1: the server picks a free port and writes it to the ports file, so servers
         // started at once by parallel tests never race for a port.
         cmd.args(["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir"])
