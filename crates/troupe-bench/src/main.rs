@@ -8,6 +8,7 @@ mod chain;
 mod compare;
 mod counter;
 mod fanout;
+mod router;
 mod features;
 mod remote;
 mod report;
@@ -101,6 +102,19 @@ enum Command {
         /// Where the sends come from (default: both, one after the other).
         #[arg(long, value_enum, value_delimiter = ',')]
         from: Vec<fanout::From>,
+    },
+    /// A router beside a hand-written `Vec<Addr>` round robin: one plain thread tells M
+    /// messages to N actors through each way of picking, then asks every actor for its sum.
+    Router {
+        /// Actors (1-1000000).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        actors: u64,
+        /// Messages in all (1-1000000000).
+        #[arg(long, default_value_t = 10_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+        messages: u64,
+        /// The ways to pick (default: all, the Vec<Addr> baseline first).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        pick: Vec<router::Pick>,
     },
     /// Timer throughput: N timers scheduled by an actor (then again, cancelling every other).
     Timers {
@@ -415,6 +429,25 @@ fn run() -> Result<()> {
             !no_store && !quick,
             if quick { 0.5 } else { 5.0 },
         ),
+        Command::Router {
+            actors,
+            messages,
+            pick,
+        } => router::run(
+            &runner,
+            &config,
+            if quick { actors.min(10) } else { actors } as usize,
+            if quick {
+                messages.min(10_000)
+            } else {
+                messages
+            },
+            if pick.is_empty() {
+                &router::Pick::ALL
+            } else {
+                &pick
+            },
+        ),
         Command::Timers { timers } => features::timers(
             &runner,
             &config,
@@ -633,6 +666,13 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
         if quick { 100 } else { 1_000 },
         if quick { 10_000 } else { 10_000_000 },
         &fanout_sources(Vec::new()),
+    )?;
+    router::run(
+        runner,
+        config,
+        if quick { 10 } else { 100 },
+        if quick { 10_000 } else { 2_000_000 },
+        &router::Pick::ALL,
     )?;
     spawn::run(runner, config, if quick { 1_000 } else { 1_000_000 })?;
     counter::run(

@@ -3,18 +3,24 @@
 //!
 //! - **Sessions by name**: `POST /sessions/{user}` gets or spawns the actor `session-{user}`
 //!   (`System::get_or_spawn_named`); `GET /sessions/{user}` finds it (404 if none), and each
-//!   visit is counted by the session itself.
+//!   visit is counted by the session itself; `GET /sessions` lists them (the registry,
+//!   `System::registered`).
 //! - **A rate limiter on timers**: one actor holds a token bucket refilled by `send_interval`;
 //!   every request asks it first, and gets 429 when the bucket is empty.
-//! - **Workers with deferred replies**: `GET /jobs/{n}` asks a worker, a `DeferredHandler` that
-//!   keeps the request's reply handle while an async step runs (`ctx.pipe`), then answers; the request
-//!   waits at most `ask_timeout`, mapped to 504.
+//! - **A router of workers with deferred replies**: `GET /jobs/{n}` asks the next of a
+//!   `Router` of workers (supervised, restarted without limit after a back-off), each a
+//!   `DeferredHandler` that keeps the request's reply handle while an async step runs
+//!   (`ctx.pipe`), then answers; the request waits at most `ask_timeout`, mapped to 504.
 //! - **A supervised flaky actor**: `GET /flaky?fail=true` panics it (500); the system restarts
 //!   it (`System::spawn_supervised`) and the next request succeeds.
-//! - **Graceful shutdown**: the server stops taking requests, then `system.shutdown_async()`.
+//! - **Background jobs**: `POST /jobs/{n}` tells the next worker and answers 202 at once.
+//! - **Graceful shutdown**: the server stops taking requests and finishes those in flight,
+//!   then the actors drain (`system.shutdown_draining_async`): accepted background jobs, and
+//!   those whose async step is still running, are finished, not dropped.
 //!
 //! Every ask has a timeout, and every way it can fail has an HTTP status ([`status_of`]).
 
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,10 +127,13 @@ impl Handler<Acquire> for RateLimiter {
 // ---------------------------------------------------------------------------------------------
 // Workers with deferred replies
 
-/// Computes after an async step, answering asks later.
+/// Computes after an async step, answering asks later; counts every computation finished
+/// (asked, or told as a background job).
 pub struct Worker {
     /// How long the async step takes.
     pub latency: Duration,
+    /// Computations finished, by every worker.
+    pub done: Arc<AtomicU64>,
 }
 impl Actor for Worker {}
 
@@ -152,7 +161,9 @@ impl DeferredHandler<Square> for Worker {
 
 impl Handler<Computed> for Worker {
     fn handle(&mut self, msg: Computed, _: &mut Context<Self>) {
-        // The asker may have given up (timed out); then the answer has nowhere to go.
+        self.done.fetch_add(1, Ordering::Relaxed);
+        // The asker may have given up (timed out), or the job was told (a background job):
+        // then the answer has nowhere to go.
         let _ = msg.1.send(msg.0);
     }
 }
@@ -205,7 +216,8 @@ pub struct AppState {
     /// The actor system (a cheap handle).
     pub system: System,
     limiter: Addr<RateLimiter>,
-    worker: Addr<Worker>,
+    workers: troupe::Router<Worker>,
+    jobs_done: Arc<AtomicU64>,
     flaky: Addr<Flaky>,
 }
 
@@ -220,6 +232,10 @@ pub struct Settings {
     pub rate_every: Duration,
     /// The workers' async step.
     pub work_latency: Duration,
+    /// Workers behind the router.
+    pub workers: NonZeroUsize,
+    /// How long the actors may drain at shutdown before the rest is stopped.
+    pub drain_deadline: Duration,
 }
 
 impl Default for Settings {
@@ -229,6 +245,8 @@ impl Default for Settings {
             rate_refill: 1_000,
             rate_every: Duration::from_millis(100),
             work_latency: Duration::from_millis(5),
+            workers: NonZeroUsize::new(4).expect("not zero"),
+            drain_deadline: Duration::from_secs(10),
         }
     }
 }
@@ -241,9 +259,22 @@ impl AppState {
             settings.rate_refill,
             settings.rate_every,
         ));
-        let worker = system.spawn(Worker {
-            latency: settings.work_latency,
-        });
+        let latency = settings.work_latency;
+        let jobs_done = Arc::new(AtomicU64::new(0));
+        let done = jobs_done.clone();
+        let workers = troupe::Router::spawn(
+            &system,
+            settings.workers,
+            move || Worker {
+                latency,
+                done: done.clone(),
+            },
+            SpawnOptions::new().supervision(
+                SupervisorStrategy::one_for_one()
+                    .without_limit()
+                    .backoff(Duration::from_millis(1), Duration::from_secs(1)),
+            ),
+        );
         let instances = Arc::new(AtomicU64::new(0));
         let flaky = system.spawn_supervised(
             move || {
@@ -260,17 +291,26 @@ impl AppState {
         Self {
             system,
             limiter,
-            worker,
+            workers,
+            jobs_done,
             flaky,
         }
+    }
+}
+
+impl AppState {
+    /// Computations the workers have finished, asked and background ones.
+    pub fn jobs_done(&self) -> u64 {
+        self.jobs_done.load(Ordering::Relaxed)
     }
 }
 
 /// The routes.
 pub fn router(state: AppState) -> Router {
     Router::new()
+        .route("/sessions", get(list_sessions))
         .route("/sessions/{user}", get(get_session).post(open_session))
-        .route("/jobs/{n}", get(work))
+        .route("/jobs/{n}", get(work).post(enqueue))
         .route("/flaky", get(flaky))
         .with_state(state)
 }
@@ -338,6 +378,19 @@ async fn open_session(
     Ok(Json(session.ask_timeout(Visit, ASK_TIMEOUT).await?))
 }
 
+/// The users with a session, from the registry.
+async fn list_sessions(State(state): State<AppState>) -> Result<Json<Vec<String>>, ApiError> {
+    admit(&state).await?;
+    Ok(Json(
+        state
+            .system
+            .registered()
+            .into_iter()
+            .filter_map(|(name, ..)| name.strip_prefix("session-").map(str::to_owned))
+            .collect(),
+    ))
+}
+
 async fn get_session(
     State(state): State<AppState>,
     Path(user): Path<String>,
@@ -359,8 +412,32 @@ async fn work(State(state): State<AppState>, Path(n): Path<u64>) -> Result<Json<
         ));
     }
     Ok(Json(
-        state.worker.ask_timeout(Square(n), ASK_TIMEOUT).await?,
+        state
+            .workers
+            .next()
+            .ask_timeout(Square(n), ASK_TIMEOUT)
+            .await?,
     ))
+}
+
+/// A background job: accepted at once (202), computed by the next worker; a shutdown drains
+/// the workers, so an accepted job is finished.
+async fn enqueue(
+    State(state): State<AppState>,
+    Path(n): Path<u64>,
+) -> Result<StatusCode, ApiError> {
+    admit(&state).await?;
+    if n > u64::from(u32::MAX) {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("{n} is too large: at most {}", u32::MAX),
+        ));
+    }
+    state
+        .workers
+        .tell(Square(n))
+        .map_err(|_| ApiError(StatusCode::SERVICE_UNAVAILABLE, "shutting down".into()))?;
+    Ok(StatusCode::ACCEPTED)
 }
 
 /// `?fail=true` to make the call fail.
@@ -384,16 +461,20 @@ async fn flaky(
 }
 
 /// Serves on `listener` until `shutdown` resolves, then stops taking requests, lets those in
-/// flight finish, and shuts the actor system down.
+/// flight finish, and drains the actor system for up to `drain_deadline` (what is left then is
+/// stopped, and said on stderr).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    drain_deadline: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let system = state.system.clone();
     axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await?;
-    system.shutdown_async().await;
+    if let Err(error) = system.shutdown_draining_async(drain_deadline).await {
+        eprintln!("shutdown: {error}");
+    }
     Ok(())
 }

@@ -36,12 +36,13 @@ async fn main() -> Result<()> {
         .tokio_handle(tokio::runtime::Handle::current())
         .build()
         .context("starting the actor system")?;
-    let state = AppState::new(system, &Settings::default());
+    let settings = Settings::default();
+    let state = AppState::new(system, &settings);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("listening on 127.0.0.1:{port}"))?;
     println!("listening on http://{}", listener.local_addr()?);
-    serve(listener, state, async {
+    serve(listener, state, settings.drain_deadline, async {
         let _ = tokio::signal::ctrl_c().await;
         println!("shutting down");
     })

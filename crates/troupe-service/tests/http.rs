@@ -45,10 +45,11 @@ async fn start(
         .build()
         .unwrap();
     let state = AppState::new(system.clone(), &settings);
+    let drain = settings.drain_deadline;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, state, async {
+    let server = tokio::spawn(serve(listener, state, drain, async {
         let _ = stopped.await;
     }));
     (addr, stop, server, system)
@@ -75,6 +76,14 @@ async fn hundreds_of_concurrent_requests_get_the_right_statuses() {
     for task in tasks {
         task.await.expect("a request task");
     }
+    // The registry lists the 20 sessions.
+    let (status, body) = request(addr, "GET", "/sessions").await;
+    assert_eq!(status, 200, "{body}");
+    let mut users: Vec<String> = serde_json::from_str(&body).expect("a JSON list");
+    users.sort();
+    let mut expected: Vec<String> = (0..20).map(|u| format!("u{u}")).collect();
+    expected.sort();
+    assert_eq!(users, expected);
     // Each of the 20 sessions saw 15 visits; one more now.
     for u in 0..20 {
         let (status, body) = request(addr, "GET", &format!("/sessions/u{u}")).await;
@@ -128,4 +137,44 @@ async fn the_rate_limiter_says_429_when_its_bucket_is_empty() {
     assert_eq!(&statuses[10..], [429, 429]);
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
+}
+
+/// Background jobs accepted before the server is told to stop, most still waiting or in their
+/// async step, are all finished: the server finishes its requests, then the workers drain
+/// (a plain stop would drop the jobs in their mailboxes and those in flight).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_jobs_accepted_before_shutdown_are_finished() {
+    let settings = Settings {
+        work_latency: Duration::from_millis(200),
+        workers: std::num::NonZeroUsize::new(2).unwrap(),
+        ..Settings::default()
+    };
+    let system = System::builder()
+        .tokio_handle(tokio::runtime::Handle::current())
+        .build()
+        .unwrap();
+    let state = AppState::new(system.clone(), &settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(
+        listener,
+        state.clone(),
+        settings.drain_deadline,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    for i in 0..40u64 {
+        let (status, body) = request(addr, "POST", &format!("/jobs/{i}")).await;
+        assert_eq!(status, 202, "job {i}: {body}");
+    }
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(20), server)
+        .await
+        .expect("the server stops")
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.jobs_done(), 40, "every accepted job was finished");
+    assert_eq!(system.live_actors(), 0);
 }
