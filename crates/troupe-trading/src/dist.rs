@@ -465,6 +465,7 @@ pub(crate) fn spawn_node<C: Cluster>(
         inflight: VecDeque::new(),
         inflight_keys: HashSet::new(),
         standby_holds: 0,
+        links: 0,
         buffered: BTreeMap::new(),
         vouched: 0,
         lease: None,
@@ -554,38 +555,49 @@ impl<C: Cluster> Lease<C> {
         Ok(Some((value, entry.revision)))
     }
 
-    /// Rewrites the sync key (compare-and-set on the revision read). False only when another
-    /// primary of a later epoch wrote it; a store that cannot answer (its buckets electing a
-    /// leader after a NATS server went) is asked again for up to about 3 s, then false.
-    async fn write_sync(&self, value: &InSync) -> bool {
+    /// Writes the sync key as `claim` allows (a compare-and-set on the revision it checked). A
+    /// store that cannot answer (its buckets electing a leader after a NATS server went) is
+    /// asked again for up to about 3 s, then false; a value already there (an answer lost on
+    /// the way) is true.
+    async fn write_sync(&self, value: &InSync, claim: Claim) -> bool {
         let syncs = self.cluster.syncs();
         let bytes = Bytes::from(serde_json::to_vec(value).expect("plain struct"));
         for _ in 0..30 {
-            match syncs.entry(&self.key).await {
-                Ok(Some(entry)) => {
-                    if let Ok(current) = serde_json::from_slice::<InSync>(&entry.value) {
-                        if current == *value {
-                            return true;
-                        }
-                        if current.primary != value.primary && current.epoch > value.epoch {
-                            return false;
-                        }
-                    }
-                    if syncs
-                        .update(&self.key, bytes.clone(), entry.revision)
-                        .await
-                        .is_ok()
-                    {
-                        return true;
-                    }
-                }
-                Ok(None) => {
-                    if syncs.create(&self.key, bytes.clone()).await.is_ok() {
-                        return true;
-                    }
-                }
-                Err(_) => {}
+            let Ok(entry) = syncs.entry(&self.key).await else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let current = entry
+                .as_ref()
+                .map(|e| (serde_json::from_slice::<InSync>(&e.value).ok(), e.revision));
+            if matches!(&current, Some((Some(c), _)) if c == value) {
+                return true;
             }
+            let written = match (claim, current) {
+                // Taking over: only the record read after the lease was created, unchanged.
+                (Claim::Takeover(expected), current) => {
+                    if current.as_ref().map(|(_, r)| *r) != expected {
+                        return false;
+                    }
+                    match expected {
+                        None => syncs.create(&self.key, bytes.clone()).await.is_ok(),
+                        Some(revision) => syncs
+                            .update(&self.key, bytes.clone(), revision)
+                            .await
+                            .is_ok(),
+                    }
+                }
+                // The primary: only a record that names it primary.
+                (Claim::Primary, Some((Some(c), revision))) if c.primary == self.name => syncs
+                    .update(&self.key, bytes.clone(), revision)
+                    .await
+                    .is_ok(),
+                (Claim::Primary, _) => return false,
+            };
+            if written {
+                return true;
+            }
+            // A conflict or a lost answer: the next read decides.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         false
@@ -626,24 +638,31 @@ impl<C: Cluster> Lease<C> {
             // alone while its lease lasted: found in simulation, `dist_sim` seed
             // `86:random:-`). From the create on, no other node acknowledges, so this read
             // is the last word. Not named: the lease is left to expire unused.
-            let named = match self.read_sync().await {
-                Ok(None) => true,
-                Ok(Some((sync, _))) => {
-                    sync.primary == self.name || sync.standby.as_deref() == Some(&self.name)
+            let read = match self.read_sync().await {
+                Ok(None) => Some(None),
+                Ok(Some((sync, at)))
+                    if sync.primary == self.name || sync.standby.as_deref() == Some(&self.name) =>
+                {
+                    Some(Some(at))
                 }
-                Err(_) => false,
+                _ => None,
             };
-            if !named {
+            let Some(read) = read else {
                 continue;
-            }
+            };
             let epoch = revision;
-            // The sync key names this node alone until a standby is in step.
+            // The sync key names this node alone until a standby is in step. Written only over
+            // the record just read: if it changed since (its primary dropped this node, or
+            // another node took over), this node is not primary. (A write over whatever was
+            // there let a node whose lease had run out while its write was on its way name
+            // itself over the primary that took the lease after it: found in simulation,
+            // `dist_sim` seed `11301:pct3:-`.)
             let sync = InSync {
                 primary: self.name.clone(),
                 standby: None,
                 epoch,
             };
-            if !self.write_sync(&sync).await {
+            if !self.write_sync(&sync, Claim::Takeover(read)).await {
                 self.cluster.exit(
                     3,
                     &format!(
@@ -710,8 +729,25 @@ impl<C: Cluster> Lease<C> {
                             // acknowledged anything, and its orders are not here. Read once
                             // the lease is taken again, so that no takeover can slip in
                             // between the read and the create.
-                            let named = matches!(self.read_sync().await, Ok(Some((sync, _))) if sync.primary == self.name);
-                            if !named {
+                            let read = match self.read_sync().await {
+                                Ok(Some((sync, _))) if sync.primary == self.name => Some(sync),
+                                _ => None,
+                            };
+                            // The record is written again, at the new epoch: a node whose
+                            // takeover write is still on its way (its lease ran out before this
+                            // create) finds the record changed and gives up, instead of naming
+                            // itself over this primary.
+                            let renamed = match read {
+                                Some(sync) => {
+                                    let again = InSync {
+                                        epoch: next,
+                                        ..sync
+                                    };
+                                    self.write_sync(&again, Claim::Primary).await
+                                }
+                                None => false,
+                            };
+                            if !renamed {
                                 self.cluster.exit(
                                     3,
                                     &format!(
@@ -744,12 +780,25 @@ impl<C: Cluster> Lease<C> {
     }
 }
 
+/// Which writes of the sync record a writer may make.
+#[derive(Clone, Copy)]
+enum Claim {
+    /// A node taking over: only over the record it read after creating the lease (its
+    /// revision; `None`: there was none), unchanged since.
+    Takeover(Option<u64>),
+    /// The primary: only over a record that names it primary.
+    Primary,
+}
+
 enum Mode {
     Standby,
     Primary,
 }
 
 struct StandbyLink<C: Cluster> {
+    /// This link's number: answers to `Replicate`s sent on an earlier link (the same node,
+    /// dropped and joined again) are not this link's.
+    id: u64,
     name: String,
     replicate: C::Peer<Replicate>,
     /// Named in the sync key.
@@ -788,6 +837,8 @@ pub(crate) struct Engine<C: Cluster> {
     inflight_keys: HashSet<OrderKey>,
     /// Primary: the most orders the standby has said it holds.
     standby_holds: u64,
+    /// Primary: standby links made so far (numbers them).
+    links: u64,
     /// Standby: orders that arrived ahead of a gap, by sequence number.
     buffered: BTreeMap<u64, Buffered>,
     /// Standby: how many of the first orders of its history the primary of `epoch` has
@@ -1294,7 +1345,9 @@ impl<C: Cluster> Handler<Join> for Engine<C> {
                 .recipient::<Replicate>(&node_export(self.pair, &m.node))
                 .map_err(|e| e.to_string())?;
             self.standby_holds = self.shard.applied();
+            self.links += 1;
             self.standby = Some(StandbyLink {
+                id: self.links,
                 name: m.node.clone(),
                 replicate,
                 listed: false,
@@ -1315,7 +1368,8 @@ impl<C: Cluster> Handler<Join> for Engine<C> {
 }
 
 struct Replicated {
-    standby: String,
+    /// The standby link it was sent on.
+    link: u64,
     seq: u64,
     result: Result<u64, String>,
 }
@@ -1411,18 +1465,14 @@ impl<C: Cluster> Engine<C> {
             },
             Duration::from_millis(500),
         );
-        let name = standby.name.clone();
+        let link = standby.id;
         let me = ctx.myself();
         self.cluster.spawn(async move {
             let result = match ask.await {
                 Ok(r) => r,
                 Err(e) => Err(e.to_string()),
             };
-            let _ = me.tell(Replicated {
-                standby: name,
-                seq,
-                result,
-            });
+            let _ = me.tell(Replicated { link, seq, result });
         });
         Ok(Placing::InFlight {
             seq,
@@ -1434,7 +1484,7 @@ impl<C: Cluster> Engine<C> {
 
 impl<C: Cluster> Handler<Replicated> for Engine<C> {
     fn handle(&mut self, m: Replicated, ctx: &mut Context<Self>) {
-        let Some(standby) = self.standby.as_mut().filter(|s| s.name == m.standby) else {
+        let Some(standby) = self.standby.as_mut().filter(|s| s.id == m.link) else {
             return;
         };
         let name = standby.name.clone();
@@ -1446,9 +1496,13 @@ impl<C: Cluster> Handler<Replicated> for Engine<C> {
         };
         match result {
             Ok(applied) => {
-                if !listed && idle && !standby.dropping {
-                    // The standby holds every order up to `applied`, and every later
-                    // acknowledgement waits for it: name it in the sync key.
+                if !listed && idle && !standby.dropping && applied >= self.shard.applied() {
+                    // The standby holds every order up to `applied`, every order acknowledged
+                    // so far among them, and every later acknowledgement waits for it: name it
+                    // in the sync key. (Naming it on any confirmation named, in seed
+                    // `20112:random:-`, a standby that held 75 orders while the primary had
+                    // acknowledged 81 alone: the answer to a `Replicate` of its earlier link,
+                    // and it took over without 6 of them.)
                     standby.changing = true;
                     self.write_sync(Some(name), ctx);
                 }
@@ -1488,7 +1542,7 @@ impl<C: Cluster> Engine<C> {
         };
         let me = ctx.myself();
         self.cluster.spawn(async move {
-            let ok = lease.write_sync(&value).await;
+            let ok = lease.write_sync(&value, Claim::Primary).await;
             let _ = me.tell(SyncWritten { standby, ok });
         });
     }

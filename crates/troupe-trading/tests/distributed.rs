@@ -128,6 +128,18 @@ fn run_clients(
     acks: Arc<Mutex<Acks>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> Vec<tokio::task::JoinHandle<u64>> {
+    run_clients_within(node, clients, pairs, acks, stop, Duration::from_secs(30))
+}
+
+/// [`run_clients`], each order resent for up to `patience` before the client gives up.
+fn run_clients_within(
+    node: &Node,
+    clients: u32,
+    pairs: Vec<usize>,
+    acks: Arc<Mutex<Acks>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    patience: Duration,
+) -> Vec<tokio::task::JoinHandle<u64>> {
     (0..clients)
         .map(|c| {
             let mut client = DistClient::new(node).unwrap();
@@ -139,7 +151,7 @@ fn run_clients(
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     id += 1;
                     let (pair, o) = order(c, id, &pairs);
-                    match client.place(o, Duration::from_secs(30)).await {
+                    match client.place(o, patience).await {
                         Ok(Placed::Acked(ack)) => {
                             let mut a = acks.lock().unwrap();
                             let epoch = ack.map_or(0, |a| a.epoch);
@@ -712,5 +724,223 @@ fn a_message_full_of_state_asks_neither_blows_up_a_node_nor_holds_up_its_orders(
     }
     check_history(&acks.lock().unwrap(), 0, &history(&node, 0, &primary));
     node.close_blocking();
+    clients.close_blocking();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chaos, with real processes (opt-in: minutes).
+
+/// A fault the chaos run injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Fault {
+    KillNode,
+    KillServer,
+    KillNodeAndServer,
+    KillTwoServers,
+    KillPair,
+    KillAllNodes,
+    PauseNode,
+    PauseServer,
+}
+
+/// A small seeded generator (splitmix64): the run's faults come from `TROUPE_CHAOS_SEED`.
+struct Dice(u64);
+
+impl Dice {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.below(to - from))
+    }
+}
+
+/// The operator's chaos run, on real processes: a 3-node JetStream cluster, three pairs of
+/// engine nodes, six clients resending every order until it is acknowledged. For
+/// `TROUPE_CHAOS_SECONDS` (default 600), every 0.5-4 s a fault drawn from the seed: SIGKILL of
+/// a node, of a server, of a node and a server, of two servers, of both nodes of a pair, of all
+/// nodes; SIGSTOP of a node (0.2-4 s) or a server (0.5-5 s), then SIGCONT. Whatever died is
+/// started again at once, as a supervisor would (a node that ends itself, too). Then the faults
+/// stop, the clients stop, and every pair must end with its two replicas holding one history,
+/// holding exactly the acknowledged orders, each at the place its acknowledgement gave.
+///
+/// ```text
+/// TROUPE_CHAOS_SECONDS=600 cargo test --release -p troupe-trading --test distributed -- --ignored chaos --nocapture
+/// ```
+#[test]
+#[ignore = "minutes of chaos on real processes: run with --ignored"]
+fn chaos_with_real_processes_ends_with_one_history_per_pair() {
+    let _alone = one_at_a_time();
+    let seconds: u64 = std::env::var("TROUPE_CHAOS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(600);
+    let seed: u64 = std::env::var("TROUPE_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let mut dice = Dice(seed);
+    eprintln!("chaos: {seconds} s, seed {seed}");
+    let access = harness::access(false).expect("nkeys");
+    let mut nats =
+        NatsServer::secured_cluster(3, &access, true).expect("a 3-node nats-server cluster");
+    let url = NatsServer::urls(&nats);
+    let root = tempfile::tempdir().unwrap();
+    let names = ["p0a", "p0b", "p1a", "p1b", "p2a", "p2b"];
+    let dirs = dirs(root.path(), &names);
+    let mut procs: HashMap<String, NodeProcess> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            (
+                name.to_string(),
+                start_node(&url, &access, i / 2, name, &dirs[*name]),
+            )
+        })
+        .collect();
+    let operator = connect(&url, &access, "operator");
+    let clients = connect(&url, &access, "client");
+    for pair in 0..3 {
+        primary_of(
+            &operator,
+            pair,
+            &names[pair * 2..pair * 2 + 2],
+            Duration::from_secs(30),
+        );
+    }
+    let acks = Arc::new(Mutex::new(Acks::default()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks = run_clients_within(
+        &clients,
+        6,
+        vec![0, 1, 2],
+        acks.clone(),
+        stop.clone(),
+        Duration::from_secs(600),
+    );
+    let mut counts: BTreeMap<Fault, u64> = BTreeMap::new();
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let faults = [
+        Fault::KillNode,
+        Fault::KillServer,
+        Fault::KillNodeAndServer,
+        Fault::KillTwoServers,
+        Fault::KillPair,
+        Fault::KillAllNodes,
+        Fault::PauseNode,
+        Fault::PauseServer,
+    ];
+    while Instant::now() < end {
+        std::thread::sleep(dice.millis(500, 4_000));
+        let fault = faults[dice.below(faults.len() as u64) as usize];
+        *counts.entry(fault).or_default() += 1;
+        let node = |dice: &mut Dice| names[dice.below(names.len() as u64) as usize].to_string();
+        let server = |dice: &mut Dice| dice.below(3) as usize;
+        match fault {
+            Fault::KillNode => {
+                procs.get_mut(&node(&mut dice)).unwrap().kill();
+            }
+            Fault::KillServer => nats[server(&mut dice)].kill(),
+            Fault::KillNodeAndServer => {
+                procs.get_mut(&node(&mut dice)).unwrap().kill();
+                nats[server(&mut dice)].kill();
+            }
+            Fault::KillTwoServers => {
+                let first = server(&mut dice);
+                nats[first].kill();
+                nats[(first + 1 + dice.below(2) as usize) % 3].kill();
+            }
+            Fault::KillPair => {
+                let pair = dice.below(3) as usize;
+                for name in &names[pair * 2..pair * 2 + 2] {
+                    procs.get_mut(*name).unwrap().kill();
+                }
+            }
+            Fault::KillAllNodes => {
+                for proc in procs.values_mut() {
+                    proc.kill();
+                }
+            }
+            Fault::PauseNode => {
+                let name = node(&mut dice);
+                let proc = &procs[&name];
+                if proc.signal(libc::SIGSTOP).is_ok() {
+                    std::thread::sleep(dice.millis(200, 4_000));
+                    let _ = proc.signal(libc::SIGCONT);
+                }
+            }
+            Fault::PauseServer => {
+                let at = server(&mut dice);
+                if nats[at].signal(libc::SIGSTOP).is_ok() {
+                    std::thread::sleep(dice.millis(500, 5_000));
+                    let _ = nats[at].signal(libc::SIGCONT);
+                }
+            }
+        }
+        // Everything that died starts again at once.
+        for server in nats.iter_mut() {
+            server.restart().expect("restart a nats-server");
+        }
+        revive(&mut procs, &url, &access, &dirs);
+        let acked = acks.lock().unwrap().by_key.len();
+        eprintln!("chaos: {fault:?}; {acked} orders acknowledged");
+    }
+    // Heal: faults stop, the clients go on a while, then stop; every pair settles.
+    let total = acks.lock().unwrap().by_key.len();
+    let settle = Instant::now() + Duration::from_secs(120);
+    while acks.lock().unwrap().by_key.len() < total + 300 && Instant::now() < settle {
+        revive(&mut procs, &url, &access, &dirs);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for task in tasks {
+        clients.block_on(task).expect("a client task");
+    }
+    let acks = acks.lock().unwrap();
+    let mut equal = 0;
+    for pair in 0..3 {
+        let pair_names = [names[pair * 2], names[pair * 2 + 1]];
+        let end = Instant::now() + Duration::from_secs(120);
+        let (primary, standby) = loop {
+            revive(&mut procs, &url, &access, &dirs);
+            if let Some(found) =
+                harness::wait_in_step(&operator, pair, pair_names, Duration::from_secs(5))
+            {
+                break found;
+            }
+            assert!(
+                Instant::now() < end,
+                "pair {pair}: the standby never got in step after the faults stopped"
+            );
+        };
+        let primary = history(&operator, pair, &primary.node);
+        let standby = history(&operator, pair, &standby.node);
+        check_history(&acks, pair, &primary);
+        assert_eq!(
+            primary.keys, standby.keys,
+            "pair {pair}: the two replicas hold one history"
+        );
+        assert_eq!(primary.hash, standby.hash, "pair {pair}: equal books");
+        equal += 1;
+        eprintln!(
+            "chaos: pair {pair}: {} orders, replicas equal",
+            primary.applied
+        );
+    }
+    eprintln!(
+        "chaos: {} faults {counts:?}; {} orders acknowledged; {equal} of 3 pairs with equal replicas",
+        counts.values().sum::<u64>(),
+        acks.by_key.len()
+    );
+    operator.close_blocking();
     clients.close_blocking();
 }

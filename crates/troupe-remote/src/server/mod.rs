@@ -21,7 +21,11 @@ pub struct NatsServer {
     child: Option<Child>,
     port: u16,
     cluster_port: Option<u16>,
+    /// Its directory (configuration, ports file, JetStream store): kept across a kill, so a
+    /// restart finds its data, as a server restarted on the same disk would.
     _dir: Option<tempdir::TempDir>,
+    /// How it was started, to start it again ([`NatsServer::restart`]).
+    command: Vec<std::ffi::OsString>,
 }
 
 mod tempdir {
@@ -254,22 +258,16 @@ impl NatsServer {
                 .arg(dir.path().join("js"));
         }
         configure(&mut cmd);
-        let mut child = cmd.spawn()?;
-        // Drain its log so it never blocks on a full pipe.
-        if let Some(stderr) = child.stderr.take() {
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    if std::env::var_os("TROUPE_NATS_LOG").is_some() {
-                        eprintln!("nats-server: {line}");
-                    }
-                }
-            });
-        }
+        let command = std::iter::once(cmd.get_program().to_owned())
+            .chain(cmd.get_args().map(ToOwned::to_owned))
+            .collect();
+        let child = spawn_logged(&mut cmd)?;
         let mut server = NatsServer {
             child: Some(child),
             port: 0,
             cluster_port: None,
             _dir: None,
+            command,
         };
         let (port, cluster_port) = server.read_ports(dir.path(), Duration::from_secs(10))?;
         server.port = port;
@@ -353,6 +351,48 @@ impl NatsServer {
         self.cluster_port
     }
 
+    /// Starts it again after [`kill`](NatsServer::kill), on the same ports, with the same
+    /// configuration and JetStream store (what it had written survives, as on a real disk).
+    /// Does nothing if it runs.
+    pub fn restart(&mut self) -> io::Result<()> {
+        if self.child.is_some() {
+            return Ok(());
+        }
+        let port = self.port.to_string();
+        let mut args: Vec<std::ffi::OsString> = self.command[1..].to_vec();
+        // The port it picked at first (`-p -1`) is its port from now on.
+        if let Some(at) = args.windows(2).position(|w| w[0] == "-p" && w[1] == "-1") {
+            args[at + 1] = port.into();
+        }
+        let mut cmd = Command::new(&self.command[0]);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        self.child = Some(spawn_logged(&mut cmd)?);
+        self.wait_ready(Duration::from_secs(10))
+    }
+
+    /// True while its process runs (not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Sends a signal (SIGSTOP, SIGCONT, ...) to its process. Refused once it was killed.
+    pub fn signal(&self, signal: i32) -> io::Result<()> {
+        let Some(child) = &self.child else {
+            return Err(io::Error::other("the server was killed"));
+        };
+        // SAFETY: kill(2) takes no memory. The id is our child's and the child is not reaped:
+        // reaping (`kill`) takes it out of its `Option` and needs `&mut self`, which cannot
+        // coexist with this `&self`, so the id cannot have been reused.
+        if unsafe { libc::kill(child.id() as i32, signal) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// Kills it outright (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -360,6 +400,22 @@ impl NatsServer {
             let _ = child.wait();
         }
     }
+}
+
+/// Starts `cmd`, draining its log (stderr) on a thread so it never blocks on a full pipe; the
+/// log is printed with `TROUPE_NATS_LOG` set.
+fn spawn_logged(cmd: &mut Command) -> io::Result<Child> {
+    let mut child = cmd.spawn()?;
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if std::env::var_os("TROUPE_NATS_LOG").is_some() {
+                    eprintln!("nats-server: {line}");
+                }
+            }
+        });
+    }
+    Ok(child)
 }
 
 /// Makes `cmd` a member of the one cluster these servers form, named `tag`, listening for
