@@ -39,12 +39,28 @@ use troupe_trading::dist_sim::{run, run_seed, Scenario};
 ///   good. Fixed: a join finds where the histories part and the node cuts its own back there
 ///   (`OrderLog::cut_back`), then catches up; never an order acknowledged at its place (the
 ///   simulated cluster checks every cut).
+/// - Found by the first 100,000-seed run (seeds 0-29,999 of it; the run then stopped, the
+///   defects were fixed, and it ran again):
+///   - `20112:random:-` (and `7334:random:-`): a standby was named in the sync record on a
+///     confirmation of 75 orders while its primary had acknowledged 81 alone (the late answer
+///     to a `Replicate` sent on the same node's earlier link); it took over without the 6.
+///     Fixed: a standby is named only on a confirmation at or above the primary's count, and
+///     answers of an earlier link are not the current link's.
+///   - `11301:pct3:-`: a node's lease ran out while its takeover write of the sync record was
+///     on its way; the primary took the lease again, and the late write named the other node
+///     over it. (Here the late node could not acknowledge, its lease gone; but the record named
+///     it, and a later takeover by it would have lost the primary's orders.) Fixed: a takeover
+///     writes only over the record it read after creating the lease, a primary only over one
+///     naming it, and a primary taking its lease again writes the record at its new epoch.
 const CORPUS: &[&str] = &[
     "1:pct3:-",
     "9:pct3:-",
     "86:random:-",
     "151:pct3:-",
     "4:random:-",
+    "20112:random:-",
+    "7334:random:-",
+    "11301:pct3:-",
 ];
 
 fn core(name: &str, seeds: u64) -> Explore {
