@@ -11,12 +11,19 @@
 //!   sync key names it (or the store says it does not exist: a new pair; a read that fails is
 //!   no answer), read *after* the create: once the lease is its own no other node
 //!   acknowledges, so that read is final. Its epoch is the revision of that create, which only
-//!   grows.
+//!   grows. It then writes the sync key naming itself alone, and only over the record it just
+//!   read (compare-and-set on that revision): if the record changed since (its primary dropped
+//!   it, or the primary took its own lease again and rewrote the record), it is not primary.
+//!   A primary writes the key only while the key names it primary. (A write over whatever was
+//!   there let a node whose write arrived after its lease had run out name itself over the
+//!   primary that had taken the lease after it: found by the 100,000-seed run, see
+//!   `dist_sim`.)
 //! - The primary renews every `lease / 4` with a compare-and-set on the revision it holds. If
 //!   another node holds the lease, it exits at once (code 3). If the lease expired while the
 //!   store could not be reached and nobody took it, it takes it again (a new epoch) only while
-//!   the sync key still names it primary: a standby that took over in between named itself
-//!   there before acknowledging anything. It acknowledges nothing once `lease - margin` has
+//!   the sync key still names it primary (a standby that took over in between named itself
+//!   there before acknowledging anything), and it rewrites the key at its new epoch before it
+//!   acknowledges again, so that a late takeover write finds the record changed. It acknowledges nothing once `lease - margin` has
 //!   passed since it sent its last successful renewal (its own clock), since by then the entry
 //!   may have expired on the server; orders in flight then wait, their sequence numbers taken,
 //!   until the lease is renewed or lost.
@@ -28,7 +35,9 @@
 //! - A standby that stops answering is dropped: the primary first rewrites the sync key without
 //!   it (compare-and-set), and only then acknowledges alone; if a write naming it is still on
 //!   its way, the key is rewritten without it once that write ends. A dropped standby cannot
-//!   take over.
+//!   take over. A standby is named only when it confirms holding at least as many orders as
+//!   the primary has applied (every acknowledged one among them), and only answers sent on its
+//!   current link count (a node dropped and joined again gets a new link).
 //! - A standby refuses `Replicate` from an epoch older than one it has seen.
 //! - One history: every node keeps a digest of its history at each sequence number (a chain
 //!   over the orders' keys, [`digest`]). `Replicate { .., prev }` carries the primary's digest
