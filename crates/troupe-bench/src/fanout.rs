@@ -29,12 +29,13 @@ impl From {
     }
 }
 
-struct Worker {
-    sum: u64,
+/// Sums the squares (modulo a prime) of the numbers it is sent (also the router's routee).
+pub(crate) struct Worker {
+    pub(crate) sum: u64,
 }
 impl Actor for Worker {}
 
-struct Work(u64);
+pub(crate) struct Work(pub(crate) u64);
 impl Message for Work {
     type Reply = ();
 }
@@ -45,7 +46,7 @@ impl Handler<Work> for Worker {
     }
 }
 
-struct Sum;
+pub(crate) struct Sum;
 impl Message for Sum {
     type Reply = u64;
 }
@@ -57,7 +58,7 @@ impl Handler<Sum> for Worker {
 
 /// The arithmetic of one message.
 #[inline]
-fn square_mod(x: u64) -> u64 {
+pub(crate) fn square_mod(x: u64) -> u64 {
     x.wrapping_mul(x) % 1_000_003
 }
 

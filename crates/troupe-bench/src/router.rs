@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
 use serde_json::json;
-use troupe::{Actor, Addr, Context, Handler, Message, Router, SpawnOptions};
+use troupe::{Addr, Router, SpawnOptions};
+
+use crate::fanout::{square_mod, Sum, Work, Worker};
 
 use crate::report::{Record, Runner};
 use crate::SystemConfig;
@@ -49,37 +51,6 @@ impl Pick {
             Pick::ByKey => "Router::by_key (a consistent hash of the message's number)",
         }
     }
-}
-
-struct Worker {
-    sum: u64,
-}
-impl Actor for Worker {}
-
-struct Work(u64);
-impl Message for Work {
-    type Reply = ();
-}
-impl Handler<Work> for Worker {
-    #[inline]
-    fn handle(&mut self, msg: Work, _: &mut Context<Self>) {
-        self.sum = self.sum.wrapping_add(square_mod(msg.0));
-    }
-}
-
-struct Sum;
-impl Message for Sum {
-    type Reply = u64;
-}
-impl Handler<Sum> for Worker {
-    fn handle(&mut self, _: Sum, _: &mut Context<Self>) -> u64 {
-        std::mem::take(&mut self.sum)
-    }
-}
-
-#[inline]
-fn square_mod(x: u64) -> u64 {
-    x.wrapping_mul(x) % 1_000_003
 }
 
 fn send(pick: Pick, router: &Router<Worker>, actors: &[Addr<Worker>], m: u64) -> Result<()> {

@@ -139,17 +139,9 @@ impl<A: Actor> Router<A> {
         factory: impl Fn() -> A + Send + Sync + 'static,
         options: SpawnOptions,
     ) -> Self {
-        let factory = Arc::new(factory);
-        let routees = (0..size.get())
-            .map(|_| {
-                let factory = factory.clone();
-                system.spawn_supervised(move || factory(), options.clone())
-            })
-            .collect();
-        Router {
-            routees,
-            next: Arc::new(AtomicUsize::new(0)),
-        }
+        Self::spawn_each(size, factory, |make| {
+            system.spawn_supervised(make, options.clone())
+        })
     }
 
     /// Spawns `size` routees built by `factory` as supervised children of the actor whose
@@ -193,11 +185,22 @@ impl<A: Actor> Router<A> {
         factory: impl Fn() -> A + Send + Sync + 'static,
         options: SpawnOptions,
     ) -> Self {
+        Self::spawn_each(size, factory, |make| {
+            ctx.spawn_supervised(make, options.clone())
+        })
+    }
+
+    /// `size` routees, each spawned by `spawn` with a factory that calls `factory`.
+    fn spawn_each<F: Fn() -> A + Send + Sync + 'static>(
+        size: NonZeroUsize,
+        factory: F,
+        mut spawn: impl FnMut(Box<dyn FnMut() -> A + Send>) -> Addr<A>,
+    ) -> Self {
         let factory = Arc::new(factory);
         let routees = (0..size.get())
             .map(|_| {
                 let factory = factory.clone();
-                ctx.spawn_supervised(move || factory(), options.clone())
+                spawn(Box::new(move || factory()))
             })
             .collect();
         Router {
