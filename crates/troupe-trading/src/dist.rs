@@ -615,6 +615,17 @@ impl<C: Cluster> Lease<C> {
     async fn run(self) {
         let leases = self.cluster.leases();
         let poll = (self.lease / 10).max(Duration::from_millis(20));
+        // What kept this node from taking a free lease, said once each time it changes (an
+        // operator reading the log sees why a pair has no primary).
+        let mut held_back: Option<String> = None;
+        let mut hold = |why: Option<String>| {
+            if why != held_back {
+                if let Some(why) = &why {
+                    note!("node {}: the lease is free but {why}", self.name);
+                }
+                held_back = why;
+            }
+        };
         loop {
             // Standby: take the lease when it is free and the sync key names this node.
             tokio::time::sleep(poll).await;
@@ -626,15 +637,26 @@ impl<C: Cluster> Lease<C> {
             // for one let a node without the acknowledged orders take over: found in
             // simulation, `dist_sim` seed `9:pct3:-`).
             let eligible = match self.read_sync().await {
-                Ok(None) => true,
+                Ok(None) => Ok(()),
                 Ok(Some((sync, _))) => {
-                    sync.primary == self.name || sync.standby.as_deref() == Some(&self.name)
+                    if sync.primary == self.name || sync.standby.as_deref() == Some(&self.name) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "the sync record names {} primary and {} standby at epoch {}",
+                            sync.primary,
+                            sync.standby.as_deref().unwrap_or("no"),
+                            sync.epoch
+                        ))
+                    }
                 }
-                Err(_) => false,
+                Err(e) => Err(format!("the sync record cannot be read: {e}")),
             };
-            if !eligible {
+            if let Err(why) = eligible {
+                hold(Some(why));
                 continue;
             }
+            hold(None);
             let sent = self.cluster.now();
             let Ok(revision) = leases
                 .create(&self.key, Bytes::from(self.name.clone()))
@@ -657,6 +679,9 @@ impl<C: Cluster> Lease<C> {
                 _ => None,
             };
             let Some(read) = read else {
+                hold(Some(
+                    "the sync record changed once the lease was taken".into(),
+                ));
                 continue;
             };
             let epoch = revision;
