@@ -83,10 +83,18 @@
 /// simulation, whose thousands of runs would flood it.
 macro_rules! note {
     ($($arg:tt)*) => {
-        if !troupe::sim::is_simulated() {
+        if $crate::dist::notes_shown() {
             eprintln!($($arg)*)
         }
     };
+}
+
+/// Whether a node's notes go to stderr: always in a process of its own; in a simulation (many
+/// nodes, thousands of runs) only when `TROUPE_SIM_NOTES` is set, to follow one replayed seed.
+pub(crate) fn notes_shown() -> bool {
+    static IN_SIMULATION: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    !troupe::sim::is_simulated()
+        || *IN_SIMULATION.get_or_init(|| std::env::var_os("TROUPE_SIM_NOTES").is_some())
 }
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
@@ -569,8 +577,13 @@ impl<C: Cluster> Lease<C> {
     /// asked again for up to about 3 s, then false; a value already there (an answer lost on
     /// the way) is true.
     async fn write_sync(&self, value: &InSync, claim: Claim) -> bool {
+        self.change_sync(claim, |_| value.clone()).await
+    }
+
+    /// Writes the sync key as `claim` allows, the value made by `make` from the record read
+    /// just before each try (see [`Lease::write_sync`]).
+    async fn change_sync(&self, claim: Claim, make: impl Fn(Option<&InSync>) -> InSync) -> bool {
         let syncs = self.cluster.syncs();
-        let bytes = Bytes::from(serde_json::to_vec(value).expect("plain struct"));
         for _ in 0..30 {
             let Ok(entry) = syncs.entry(&self.key).await else {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -579,9 +592,11 @@ impl<C: Cluster> Lease<C> {
             let current = entry
                 .as_ref()
                 .map(|e| (serde_json::from_slice::<InSync>(&e.value).ok(), e.revision));
-            if matches!(&current, Some((Some(c), _)) if c == value) {
+            let value = make(current.as_ref().and_then(|(c, _)| c.as_ref()));
+            if matches!(&current, Some((Some(c), _)) if *c == value) {
                 return true;
             }
+            let bytes = Bytes::from(serde_json::to_vec(&value).expect("plain struct"));
             let written = match (claim, current) {
                 // Taking over: only the record read after the lease was created, unchanged.
                 (Claim::Takeover(expected), current) => {
@@ -589,18 +604,14 @@ impl<C: Cluster> Lease<C> {
                         return false;
                     }
                     match expected {
-                        None => syncs.create(&self.key, bytes.clone()).await.is_ok(),
-                        Some(revision) => syncs
-                            .update(&self.key, bytes.clone(), revision)
-                            .await
-                            .is_ok(),
+                        None => syncs.create(&self.key, bytes).await.is_ok(),
+                        Some(revision) => syncs.update(&self.key, bytes, revision).await.is_ok(),
                     }
                 }
                 // The primary: only a record that names it primary.
-                (Claim::Primary, Some((Some(c), revision))) if c.primary == self.name => syncs
-                    .update(&self.key, bytes.clone(), revision)
-                    .await
-                    .is_ok(),
+                (Claim::Primary, Some((Some(c), revision))) if c.primary == self.name => {
+                    syncs.update(&self.key, bytes, revision).await.is_ok()
+                }
                 (Claim::Primary, _) => return false,
             };
             if written {
@@ -771,13 +782,18 @@ impl<C: Cluster> Lease<C> {
                             // takeover write is still on its way (its lease ran out before this
                             // create) finds the record changed and gives up, instead of naming
                             // itself over this primary.
+                            // Only the epoch changes: which standby is named is the engine's
+                            // to say, and it may change it meanwhile (a value made from the
+                            // read above, written again after a conflict, named a standby the
+                            // engine had just dropped, and it took over without the orders
+                            // acknowledged alone since: seed `22159:pct3:-`).
                             let renamed = match read {
                                 Some(sync) => {
-                                    let again = InSync {
+                                    self.change_sync(Claim::Primary, |current| InSync {
                                         epoch: next,
-                                        ..sync
-                                    };
-                                    self.write_sync(&again, Claim::Primary).await
+                                        ..current.unwrap_or(&sync).clone()
+                                    })
+                                    .await
                                 }
                                 None => false,
                             };
@@ -1574,6 +1590,12 @@ impl<C: Cluster> Engine<C> {
             standby: standby.clone(),
             epoch: self.epoch,
         };
+        note!(
+            "node {}: writing the sync record: {} standby at epoch {}",
+            self.name,
+            standby.as_deref().unwrap_or("no"),
+            self.epoch
+        );
         let me = ctx.myself();
         self.cluster.spawn(async move {
             let ok = lease.write_sync(&value, Claim::Primary).await;

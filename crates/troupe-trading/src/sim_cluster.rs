@@ -130,7 +130,20 @@ struct World {
     spawner: Addr<Spawner>,
     market: Arc<Market>,
     lease: Duration,
+    /// When the world was made: traces give simulated time from here.
+    origin: Instant,
     state: Mutex<State>,
+}
+
+impl World {
+    /// With `TROUPE_SIM_NOTES` set (see `dist::notes_shown`), says what happened and when, in
+    /// simulated time: faults, starts, exits, primaries, acknowledgements, cuts.
+    fn trace(&self, what: std::fmt::Arguments<'_>) {
+        if crate::dist::notes_shown() {
+            let at = self.system.now().saturating_duration_since(self.origin);
+            eprintln!("[{:>9.3} s] {what}", at.as_secs_f64());
+        }
+    }
 }
 
 struct State {
@@ -386,6 +399,7 @@ impl SimulatedCluster {
                 spawner,
                 market: Arc::new(Market::seed()),
                 lease,
+                origin: system.now(),
                 state: Mutex::new(State {
                     rng: Rng(seed),
                     faults,
@@ -478,6 +492,10 @@ impl SimulatedCluster {
         }
         let link = self.incarnate(name, Some(pair));
         let history = self.history(name);
+        self.world.trace(format_args!(
+            "start {name} with {} orders in its log",
+            history.len()
+        ));
         let dist::NodeActors { engine, receiver } = dist::spawn_node(
             &link,
             &self.world.system,
@@ -511,6 +529,7 @@ impl SimulatedCluster {
 
     /// Kills the process `name` (SIGKILL): see the module note. False if it was not running.
     pub fn kill(&self, name: &str) -> bool {
+        self.world.trace(format_args!("kill {name}"));
         match self.index(name) {
             Some(i) => self.world.end(i, None),
             None => false,
@@ -519,6 +538,7 @@ impl SimulatedCluster {
 
     /// Freezes the process `name` for `d` (SIGSTOP, then SIGCONT).
     pub fn pause(&self, name: &str, d: Duration) {
+        self.world.trace(format_args!("pause {name} for {d:?}"));
         let until = self.now() + d;
         if let Some(i) = self.index(name) {
             let process = &mut self.state().processes[i];
@@ -529,6 +549,9 @@ impl SimulatedCluster {
     /// Cuts the process `name` off for `d`: from the other processes (`network`), from the
     /// key-value store (`store`), or both.
     pub fn cut(&self, name: &str, d: Duration, network: bool, store: bool) {
+        self.world.trace(format_args!(
+            "cut {name} off for {d:?} (network: {network}, store: {store})"
+        ));
         let until = self.now() + d;
         if let Some(i) = self.index(name) {
             let process = &mut self.state().processes[i];
@@ -980,7 +1003,8 @@ impl Cluster for SimulatedLink {
         &self.buckets[1]
     }
 
-    fn exit(&self, _code: i32, _why: &str) {
+    fn exit(&self, code: i32, why: &str) {
+        self.world.trace(format_args!("exit {code}: {why}"));
         if self.world.end(self.process, Some(self.incarnation)) {
             let mut state = self.world.state();
             state.processes[self.process].exited = true;
@@ -990,6 +1014,7 @@ impl Cluster for SimulatedLink {
 
     fn observe(&self, event: NodeEvent<'_>) {
         if self.alive() {
+            self.world.trace(format_args!("{event:?}"));
             self.world.observe(self.process, event);
         }
     }

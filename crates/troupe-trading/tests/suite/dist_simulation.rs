@@ -52,7 +52,15 @@ use troupe_trading::dist_sim::{run, run_seed, Scenario};
 ///     it, and a later takeover by it would have lost the primary's orders.) Fixed: a takeover
 ///     writes only over the record it read after creating the lease, a primary only over one
 ///     naming it, and a primary taking its lease again writes the record at its new epoch.
+/// - Found by the second 100,000-seed run (seed 22,159 of it):
+///   - `22159:pct3:-`: a primary whose lease ran out while the store was out of reach took it
+///     again and rewrote the sync record at its new epoch with the value of its read; that
+///     write met a conflict (the engine had just dropped its standby from the record, and went
+///     on alone), and its retry wrote the old value over the drop. The dropped standby, named
+///     again, took over without the 7 orders acknowledged alone since. Fixed: the retaking
+///     write changes only the epoch of the record it reads before each try.
 const CORPUS: &[&str] = &[
+    "22159:pct3:-",
     "1:pct3:-",
     "9:pct3:-",
     "86:random:-",
