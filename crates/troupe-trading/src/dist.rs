@@ -23,7 +23,10 @@
 //!   store could not be reached and nobody took it, it takes it again (a new epoch) only while
 //!   the sync key still names it primary (a standby that took over in between named itself
 //!   there before acknowledging anything), and it rewrites the key at its new epoch before it
-//!   acknowledges again, so that a late takeover write finds the record changed. It acknowledges nothing once `lease - margin` has
+//!   acknowledges again, so that a late takeover write finds the record changed. That write
+//!   changes only the epoch of the record it reads before each try: which standby is named
+//!   is the engine's to say (a value made once and written again after a conflict named a
+//!   standby the engine had just dropped: seed `22159:pct3:-`). It acknowledges nothing once `lease - margin` has
 //!   passed since it sent its last successful renewal (its own clock), since by then the entry
 //!   may have expired on the server; orders in flight then wait, their sequence numbers taken,
 //!   until the lease is renewed or lost.

@@ -4,7 +4,8 @@
 //! promises checked in every run (see the module note of `dist_sim`).
 //!
 //! `TROUPE_SIM_SEEDS=<n>` runs more seeds, `TROUPE_SIM_SEED=<replay line>` replays one run
-//! (the line a failure prints). The long run: `TROUPE_SIM_SEEDS=100000 cargo test --release
+//! (the line a failure prints), `TROUPE_SIM_NOTES=1` prints what its nodes note and what the
+//! simulated cluster does, with simulated time. The long run: `TROUPE_SIM_SEEDS=100000 cargo test --release
 //! -p troupe-trading --test suite -- --ignored dist_simulation::long_run` (the crate's README gives its time).
 
 use troupe::sim::{Explore, Simulation, Strategy};
