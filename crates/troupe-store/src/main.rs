@@ -25,6 +25,7 @@ use troupe_store::{chart, report};
 #[derive(Parser)]
 #[command(
     name = "troupe-store",
+    version,
     about = "The online store of seed 001 on troupe, beside a thread-per-request baseline"
 )]
 struct Cli {

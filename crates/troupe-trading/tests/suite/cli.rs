@@ -531,6 +531,19 @@ fn inspect(dir: &Path, extra: &[&str]) -> Output {
     run(&args)
 }
 
+/// `inspect` of a folder that is not there says so and fails; it creates nothing.
+#[test]
+fn inspect_of_a_missing_folder_fails_with_one_line() {
+    let root = tempfile::tempdir().unwrap();
+    let missing = root.path().join("nothing-here");
+    let out = inspect(&missing, &[]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot read the folder"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(!missing.exists(), "inspect made the folder");
+}
+
 /// `inspect` opens logs read-only: after it, every file in the directory has the same bytes
 /// and modification time, and no file was added (only pair 0's logs exist; the other pairs'
 /// are reported missing, not created). For a clean log, a torn tail and mid-file damage.

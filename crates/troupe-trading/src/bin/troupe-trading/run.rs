@@ -279,6 +279,12 @@ pub fn inspect(setup: &Setup, dir: &Path, plan: &InspectPlan) -> Result<()> {
     if plan.log == LogMode::None {
         bail!("inspect reads logs: use --log buffered or --log fsync");
     }
+    // A folder that is not there holds no logs: said, not printed as six empty logs.
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!("{} is not a folder", dir.display()),
+        Err(e) => bail!("cannot read the folder {}: {e}", dir.display()),
+    }
     // First, what each file holds, read-only.
     let mut logs = Vec::new();
     let mut damaged = false;
