@@ -5,10 +5,10 @@
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use troupe_remote::server::{Access, Role};
+use troupe_remote::server::{Access, Role, Unreaped};
 use troupe_remote::Node;
 
 use crate::dist::{node_history, node_state, NodeState, RECEIVE};
@@ -60,7 +60,7 @@ pub fn access(tls: bool) -> std::io::Result<Access> {
 pub struct NodeProcess {
     /// `None` once it has been reaped: its process id may then belong to another process, so
     /// nothing is signalled any more.
-    child: Option<Child>,
+    child: Option<Unreaped>,
     ended: Option<ExitStatus>,
     /// Its node name.
     pub name: String,
@@ -96,15 +96,16 @@ impl NodeProcess {
         if let Some(ca) = access.ca() {
             command.arg("--nats-ca").arg(ca);
         }
-        let mut child = command
-            .arg("--dir")
-            .arg(dir)
-            .args(["--lease-ms", &lease.as_millis().to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let stdout = child.stdout.take().expect("piped");
+        let mut child = Unreaped::spawn(
+            command
+                .arg("--dir")
+                .arg(dir)
+                .args(["--lease-ms", &lease.as_millis().to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit()),
+        )?;
+        let stdout = child.take_stdout().expect("piped");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout)
@@ -137,27 +138,20 @@ impl NodeProcess {
                 self.name
             )));
         };
-        // SAFETY: kill(2) takes no memory. The id is our child's and the child is not reaped
-        // yet: reaping takes `child` out of its private `Option` and needs `&mut self`, which
-        // cannot coexist with this `&self`, so the id cannot have been reused.
-        if unsafe { libc::kill(child.id() as i32, signal) } == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
+        child.signal(signal)
     }
 
     /// Its process id, while it has not been reaped.
     pub fn id(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.child.as_ref().map(Unreaped::id)
     }
 
     /// Its exit status, if it has ended (reaping it).
     pub fn try_wait(&mut self) -> Option<ExitStatus> {
-        if let Some(child) = &mut self.child {
-            if let Ok(Some(status)) = child.try_wait() {
-                self.ended = Some(status);
-                self.child = None;
+        if let Some(child) = self.child.take() {
+            match child.try_reap() {
+                Ok(status) => self.ended = Some(status),
+                Err(child) => self.child = Some(child),
             }
         }
         self.ended
@@ -165,9 +159,8 @@ impl NodeProcess {
 
     /// Kills it outright (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            self.ended = child.wait().ok();
+        if let Some(child) = self.child.take() {
+            self.ended = child.kill_and_reap().ok();
         }
     }
 }

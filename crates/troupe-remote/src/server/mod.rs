@@ -7,18 +7,20 @@
 //! [`Access`] (nkeys made at run time, each with its permissions), over TLS if asked.
 
 mod access;
+mod process;
 
 pub use access::{Access, Role};
+pub use process::Unreaped;
 
 use std::io::{self, BufRead, BufReader};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A `nats-server` process this program started; killed when dropped.
 pub struct NatsServer {
-    child: Option<Child>,
+    child: Option<Unreaped>,
     port: u16,
     cluster_port: Option<u16>,
     /// Its directory (configuration, ports file, JetStream store): kept across a kill, so a
@@ -326,11 +328,14 @@ impl NatsServer {
 
     /// An error if the server has already exited (while starting).
     fn still_running(&mut self) -> io::Result<()> {
-        if let Some(child) = self.child.as_mut() {
-            if let Some(status) = child.try_wait()? {
-                return Err(io::Error::other(format!(
-                    "nats-server exited at start ({status}); run with TROUPE_NATS_LOG=1 to see its log"
-                )));
+        if let Some(child) = self.child.take() {
+            match child.try_reap() {
+                Ok(status) => {
+                    return Err(io::Error::other(format!(
+                        "nats-server exited at start ({status}); run with TROUPE_NATS_LOG=1 to see its log"
+                    )))
+                }
+                Err(child) => self.child = Some(child),
             }
         }
         Ok(())
@@ -383,30 +388,22 @@ impl NatsServer {
         let Some(child) = &self.child else {
             return Err(io::Error::other("the server was killed"));
         };
-        // SAFETY: kill(2) takes no memory. The id is our child's and the child is not reaped:
-        // reaping (`kill`) takes it out of its `Option` and needs `&mut self`, which cannot
-        // coexist with this `&self`, so the id cannot have been reused.
-        if unsafe { libc::kill(child.id() as i32, signal) } == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        child.signal(signal)
     }
 
     /// Kills it outright (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            let _ = child.kill_and_reap();
         }
     }
 }
 
 /// Starts `cmd`, draining its log (stderr) on a thread so it never blocks on a full pipe; the
 /// log is printed with `TROUPE_NATS_LOG` set.
-fn spawn_logged(cmd: &mut Command) -> io::Result<Child> {
-    let mut child = cmd.spawn()?;
-    if let Some(stderr) = child.stderr.take() {
+fn spawn_logged(cmd: &mut Command) -> io::Result<Unreaped> {
+    let mut child = Unreaped::spawn(cmd)?;
+    if let Some(stderr) = child.take_stderr() {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if std::env::var_os("TROUPE_NATS_LOG").is_some() {
