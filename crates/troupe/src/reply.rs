@@ -762,6 +762,7 @@ mod tests {
 mod loom_reply {
     use super::*;
     use crate::loom::{thread, AtomicUsize, Ordering};
+    use std::sync::Arc;
     use std::task::{Wake, Waker};
 
     /// Counts its drops.
