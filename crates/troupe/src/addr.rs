@@ -8,11 +8,12 @@ use crate::actor::kind::Kind;
 use crate::actor::kind::Returns;
 use crate::actor::{Accepts, Actor, Context, Handler, Message};
 use crate::bounded::{Admit, Bound};
-use crate::erased::{ErasedCell, ErasedRef};
+use crate::erased::{ErasedCell, ErasedRef, Extras};
 use crate::error::{AskError, SendError};
 use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ActorCell;
+use crate::observe::Observed;
 use crate::raw::{Deliver, Discard};
 use crate::reply::{self, Ask, Deferred, ReplySender};
 
@@ -80,6 +81,10 @@ impl<A: Accepts<M, K>, M: Message, K: Kind> Deliver<A> for Tell<M, K> {
     }
 
     fn discard(self, _why: Discard) {}
+
+    fn message_name(&self) -> &'static str {
+        std::any::type_name::<M>()
+    }
 }
 
 /// An asked message with its reply slot.
@@ -103,6 +108,10 @@ impl<A: Accepts<M, K>, M: Message, K: Kind> Deliver<A> for Request<M, K> {
             Discard::Panicked => AskError::Panicked,
         });
     }
+
+    fn message_name(&self) -> &'static str {
+        std::any::type_name::<M>()
+    }
 }
 
 /// Why a send was refused.
@@ -119,7 +128,34 @@ fn send_payload<A: Actor, P: Deliver<A>>(
     payload: P,
     count_refusal: bool,
 ) -> Result<(), Refused<P>> {
-    match cell.shared.bound() {
+    // One pointer read decides: an actor with no extras (unbounded, not observed, nothing
+    // watching it) takes the plain path.
+    match cell.shared.extras.get() {
+        None => cell.push(payload).map_err(Refused::Stopped),
+        Some(extras) => send_with_extras(cell, extras, payload, count_refusal),
+    }
+}
+
+/// `send_payload` to an actor that has extras: a bounded mailbox's admission, and an observed
+/// system's wrapping (`observe.rs`).
+fn send_with_extras<A: Actor, P: Deliver<A>>(
+    cell: &ActorCell<A>,
+    extras: &Extras,
+    payload: P,
+    count_refusal: bool,
+) -> Result<(), Refused<P>> {
+    if let Some(watch) = extras.watch.as_deref() {
+        let observed = Observed::new(payload, watch);
+        let sent = match &extras.bound {
+            None => cell.push(observed).map_err(Refused::Stopped),
+            Some(bound) => send_bounded(cell, bound, observed, count_refusal),
+        };
+        return sent.map_err(|refused| match refused {
+            Refused::Stopped(observed) => Refused::Stopped(observed.into_inner()),
+            Refused::Full(observed) => Refused::Full(observed.into_inner()),
+        });
+    }
+    match &extras.bound {
         None => cell.push(payload).map_err(Refused::Stopped),
         Some(bound) => send_bounded(cell, bound, payload, count_refusal),
     }
@@ -167,7 +203,11 @@ fn ask_cell<A: Accepts<M, K>, M: Message, K: Kind>(cell: &ActorCell<A>, msg: M) 
         kind: PhantomData,
     };
     match send_payload(cell, request, true) {
-        Ok(()) => {}
+        Ok(()) => {
+            if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+                crate::observe::asked::<M>(watch, cell.id(), &ask);
+            }
+        }
         Err(Refused::Stopped(request)) => request.reply.fail(AskError::Stopped),
         Err(Refused::Full(request)) => request.reply.fail(AskError::MailboxFull),
     }
@@ -350,8 +390,15 @@ impl<A: Actor> Addr<A> {
         M: Message,
         K: Kind,
     {
+        let noted = self
+            .cell
+            .shared
+            .extras
+            .get()
+            .and_then(|e| e.watch.clone())
+            .map(|watch| Box::new(move || watch.ask_timed_out()) as Box<dyn FnOnce() + Send>);
         self.ask(msg)
-            .with_timeout(self.cell.shared.system.timers(), timeout)
+            .with_timeout_noting(self.cell.shared.system.timers(), timeout, noted)
     }
 
     /// Asks this actor to stop: it finishes the message in hand, runs `stopping`, stops its
@@ -412,7 +459,17 @@ impl<A: Actor> Addr<A> {
     /// Puts one of the runtime's own payloads (a drain's mark, a pipe's result) in the mailbox,
     /// counted in by a bounded mailbox whatever the room. Gives it back if the actor stopped.
     pub(crate) fn push_payload<P: Deliver<A>>(&self, payload: P) -> Result<(), P> {
-        crate::drain::push_own(&self.cell, payload)
+        match self
+            .cell
+            .shared
+            .extras
+            .get()
+            .and_then(|e| e.watch.as_deref())
+        {
+            None => crate::drain::push_own(&self.cell, payload),
+            Some(watch) => crate::drain::push_own(&self.cell, Observed::new(payload, watch))
+                .map_err(Observed::into_inner),
+        }
     }
 
     /// True once the actor has begun stopping and accepts no more messages.

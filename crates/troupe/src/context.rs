@@ -653,9 +653,11 @@ impl<A: Actor> Context<A> {
         M: Message,
     {
         let me = self.myself();
+        let span = self.sending_span();
         self.cell().shared.system.timers().schedule(
             delay,
             Box::new(move || {
+                let _entered = span.as_ref().map(tracing::Span::enter);
                 let _ = me.tell(msg);
             }),
         )
@@ -700,10 +702,14 @@ impl<A: Actor> Context<A> {
         M: Message,
     {
         let me = self.myself();
+        let span = self.sending_span();
         self.cell().shared.system.timers().schedule_repeating(
             period,
             period,
-            Box::new(move || me.tell(make()).is_ok()),
+            Box::new(move || {
+                let _entered = span.as_ref().map(tracing::Span::enter);
+                me.tell(make()).is_ok()
+            }),
         )
     }
 
@@ -851,11 +857,15 @@ impl<A: Actor> Context<A> {
             Ok(std::task::Poll::Pending) => {
                 self.rare_mut().pipes += 1;
                 let guard = PipeGuard::new(me);
-                self.cell().shared.system.spawn_io(async move {
-                    let output = future.await;
-                    let me = guard.disarm();
-                    let _ = me.push_payload(Piped::<M, K>::new(map(output), me.erased()));
-                });
+                let span = self.sending_span();
+                self.cell()
+                    .shared
+                    .system
+                    .spawn_io(in_span(span, async move {
+                        let output = future.await;
+                        let me = guard.disarm();
+                        let _ = me.push_payload(Piped::<M, K>::new(map(output), me.erased()));
+                    }));
             }
             Err(_) => {}
         }
@@ -920,15 +930,22 @@ impl<A: Actor> Context<A> {
         M: Message,
     {
         let me = self.myself();
-        let task = self.cell().shared.system.spawn_io(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(item) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
-                // Handled (or the actor gone) before the next item is pulled.
-                if me.ask(map(item)).await.is_err() && me.is_stopped() {
-                    break;
+        let span = self.sending_span();
+        let task = self
+            .cell()
+            .shared
+            .system
+            .spawn_io(in_span(span, async move {
+                let mut stream = std::pin::pin!(stream);
+                while let Some(item) =
+                    std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await
+                {
+                    // Handled (or the actor gone) before the next item is pulled.
+                    if me.ask(map(item)).await.is_err() && me.is_stopped() {
+                        break;
+                    }
                 }
-            }
-        });
+            }));
         // Kept by the actor too: the stream ends when the actor stops, not at its next item.
         self.keep_stream(task.clone());
         StreamHandle { task }
@@ -984,12 +1001,24 @@ impl<A: Actor> Context<A> {
         let rare = self.rare_mut();
         rare.awaits = rare.awaits.wrapping_add(1);
         let id = rare.awaits;
+        let span = self.sending_span();
+        let observed = self
+            .cell()
+            .shared
+            .extras
+            .get()
+            .is_some_and(|e| e.watch.is_some());
+        let rare = self.rare_mut();
         rare.awaiting = Some(Box::new(Awaiting {
             id,
             resume: Box::new(move |actor: &mut A, ctx: &mut Context<A>, output| {
                 let output = output
                     .downcast::<F::Output>()
                     .expect("a Resume carries the output of its own await");
+                // The continuation runs in the span of the handler that began the await, and
+                // its asks count as this actor's waits.
+                let _entered = span.as_ref().map(tracing::Span::enter);
+                let _handling = observed.then(|| crate::watch::handle_as(ctx.id()));
                 then(actor, ctx, *output);
             }),
         }));
@@ -1003,6 +1032,25 @@ impl<A: Actor> Context<A> {
             });
         });
     }
+}
+
+impl<A: Actor> Context<A> {
+    /// With `trace_messages`, the span that what this actor sends later (a timer's message, a
+    /// piped result, a stream's items, an await's continuation) is parented to: the current
+    /// one, the handler's.
+    fn sending_span(&self) -> Option<tracing::Span> {
+        let observer = self.cell().shared.system.observer()?;
+        observer.spans.then(tracing::Span::current)
+    }
+}
+
+/// `future`, run inside `span` if there is one (a disabled span costs a check per poll).
+fn in_span<F: Future<Output = ()>>(
+    span: Option<tracing::Span>,
+    future: F,
+) -> tracing::instrument::Instrumented<F> {
+    use tracing::Instrument;
+    future.instrument(span.unwrap_or_else(tracing::Span::none))
 }
 
 /// Held by a piped future: tells its actor [`PipeGone`] if dropped before [`disarm`]ed.

@@ -10,6 +10,7 @@ use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::loom::AtomicU64;
 use crate::signal::Signal;
+use crate::watch::ActorWatch;
 
 /// Operations on an actor whose type is not known.
 pub(crate) trait ErasedCell: Send + Sync {
@@ -37,6 +38,8 @@ pub(crate) struct Extras {
     pub(crate) restarts: AtomicU64,
     /// Time spent in handlers, in nanoseconds (only for actors spawned with timing on).
     pub(crate) handler_nanos: AtomicU64,
+    /// What an observed system keeps of the actor (set at its spawn, never changed).
+    pub(crate) watch: Option<Arc<ActorWatch>>,
 }
 
 #[derive(Default)]
@@ -56,6 +59,15 @@ impl Extras {
     pub(crate) fn bounded(bound: Bound) -> Self {
         Self {
             bound: Some(bound),
+            ..Self::default()
+        }
+    }
+
+    /// Extras for an actor of an observed system (bounded or not).
+    pub(crate) fn watched(bound: Option<Bound>, watch: Arc<ActorWatch>) -> Self {
+        Self {
+            bound,
+            watch: Some(watch),
             ..Self::default()
         }
     }

@@ -28,8 +28,9 @@ mod raw;
 // 4. The scheduler: pools of workers and actor threads, executors of `raw::Runnable`s.
 mod scheduler;
 
-// 5. What a system's actors share: type-erased actors and their extras, the named registry,
-//    the system's shared state.
+// 5. What a system's actors share: what an observed system keeps of them, type-erased actors
+//    and their extras, the named registry, the system's shared state.
+mod watch;
 mod erased;
 mod names;
 mod runtime;
@@ -41,8 +42,10 @@ mod drain;
 mod life;
 mod turn;
 
-// 7. The public API: metrics, addresses, spawning, the system, the context's methods, routers.
+// 7. The public API: metrics, observation, addresses, spawning, the system, the context's
+//    methods, routers.
 mod metrics;
+mod observe;
 mod addr;
 mod spawn;
 mod system;
@@ -71,3 +74,4 @@ pub use system::{System, SystemBuilder, WORKERS_ENV};
 pub use timer::TimerId;
 /// `#[derive(Message)]`, with `#[reply(T)]` for the reply type (default `()`).
 pub use troupe_macros::Message;
+pub use watch::{ActorInfo, ActorPage, HandlerStats, LifeState, ObserveError, Wait};

@@ -57,6 +57,7 @@ use crate::runtime::{RootKey, SystemShared};
 use crate::signal::{Signal, SignalBatch, SignalStack};
 use crate::supervision::children::Decision;
 use crate::supervision::Restart;
+use crate::watch::{Described, LifeState, Listed};
 
 /// An actor's cell: the raw cell of the actor type (see `raw/cell.rs`).
 pub(crate) type ActorCell<A> = Cell<A>;
@@ -106,6 +107,16 @@ pub(crate) enum ParentLink {
     Root(RootKey),
     /// A child: its parent, and its key in the parent's children.
     Actor { parent: ErasedRef, key: usize },
+}
+
+impl ParentLink {
+    /// The parent's id, for a child.
+    pub(crate) fn actor_id(&self) -> Option<ActorId> {
+        match self {
+            ParentLink::Root(_) => None,
+            ParentLink::Actor { parent, .. } => Some(parent.actor_id()),
+        }
+    }
 }
 
 /// What only the running turn touches (`Target::Private`).
@@ -167,6 +178,38 @@ impl<A: Actor> ErasedCell for Cell<A> {
 
     fn extras(&self) -> &Extras {
         self.shared.extras.get_or_init()
+    }
+}
+
+impl<A: Actor> Listed for Cell<A> {
+    fn describe(&self) -> Described {
+        let extras = self.shared.extras.get();
+        Described {
+            id: self.id(),
+            watch: extras.and_then(|e| e.watch.clone()),
+            names: extras.map_or_else(Vec::new, |e| e.lock().names.clone()),
+            mailbox_len: match self.shared.bound() {
+                Some(bound) => bound.len(),
+                None => self.mailbox_len(),
+            },
+            processed: self.processed(),
+            restarts: extras.map_or(0, |e| e.restarts.load(Ordering::Relaxed)),
+            closed: self.is_closed(),
+        }
+    }
+}
+
+/// Tells an observer where the actor's life is now (only an observed actor has a watch).
+pub(crate) fn publish<A: Actor>(cell: &Cell<A>, life: &Life<A>) {
+    if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+        watch.set_state(match life {
+            Life::Starting => LifeState::Starting,
+            Life::Running => LifeState::Running,
+            Life::Awaiting(_) => LifeState::Awaiting,
+            Life::Failed(_) => LifeState::Failed,
+            Life::Suspended(_) => LifeState::Suspended,
+            Life::Stopping(_) => LifeState::Stopping,
+        });
     }
 }
 
@@ -347,6 +390,9 @@ fn record_failure<A: Actor>(cell: &Cell<A>, state: &mut ActorState<A>, failure: 
     // An await in progress is abandoned with the instance that started it.
     state.life = Life::Failed(Box::new(failure));
     state.ctx.attention = true;
+    if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+        watch.failed();
+    }
 }
 
 /// `Target::failed`: a panic unwound out of a turn. Runs no user code.
@@ -456,6 +502,9 @@ fn on_stop_request<A: Actor>(turn: &mut Turn<'_, '_, A>) {
         });
     if permanent_child && matches!(state.life, Life::Running | Life::Awaiting(_)) {
         state.life = Life::Failed(Box::new(Failure::Exited));
+        if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+            watch.failed();
+        }
     } else {
         begin_stop(turn, StopReason::Normal);
     }
@@ -644,6 +693,9 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
             state.life = Life::Failed(Box::new(Failure::FactoryPanicked(Failure::from_panic(
                 &*panic,
             ))));
+            if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+                watch.failed();
+            }
         }
     }
 }
@@ -734,6 +786,10 @@ fn finish<A: Actor>(turn: &mut Turn<'_, '_, A>) {
         ParentLink::Actor { parent, key } => {
             parent.signal(Signal::ChildStopped { key: *key, reason })
         }
+    }
+    if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+        watch.set_state(LifeState::Stopped);
+        watch.observer.finished(id);
     }
     cell.shared.system.actor_finished();
 }

@@ -346,14 +346,28 @@ impl<R> fmt::Debug for Ask<R> {
 impl<R: Send + 'static> Ask<R> {
     /// Arms a timer that fails this ask with `AskError::Timeout(timeout)` unless it is
     /// answered first; whatever ends the wait cancels the timer.
-    pub(crate) fn with_timeout(mut self, timers: &TimerHandle, timeout: Duration) -> Self {
+    /// `noted`, if any, is called if the timer fires before the answer came (an observer
+    /// counts it).
+    pub(crate) fn with_timeout_noting(
+        mut self,
+        timers: &TimerHandle,
+        timeout: Duration,
+        noted: Option<Box<dyn FnOnce() + Send>>,
+    ) -> Self {
         let Some(taker) = &mut self.taker else {
             return self;
         };
         let filler = taker.timer_filler();
         let id = timers.schedule(
             timeout,
-            Box::new(move || filler.fill(Err(AskError::Timeout(timeout)))),
+            Box::new(move || {
+                if let Some(noted) = noted {
+                    if !filler.is_closed() {
+                        noted();
+                    }
+                }
+                filler.fill(Err(AskError::Timeout(timeout)))
+            }),
         );
         taker.set_timer(timers.clone(), id);
         if taker.is_filled() {
@@ -365,6 +379,17 @@ impl<R: Send + 'static> Ask<R> {
 }
 
 impl<R> Ask<R> {
+    /// A probe that stays true while this ask's answer has not come and its asker has not
+    /// given up: it holds a counted reference to the reply slot (as a timer does), so the slot
+    /// is not reused while the probe lives. `None` once the answer was taken.
+    pub(crate) fn probe(&self) -> Option<Box<dyn Fn() -> bool + Send>>
+    where
+        R: Send + 'static,
+    {
+        let filler = self.taker.as_ref()?.timer_filler();
+        Some(Box::new(move || !filler.is_closed()))
+    }
+
     fn take_taker(&mut self) -> Taker<R> {
         self.taker.take().expect(
             "an Ask's result is taken once (it is consumed by wait, or polled to completion)",

@@ -36,6 +36,7 @@ use crate::role;
 use crate::scheduler::{Pool, PoolConfig, PoolShared};
 use crate::signal::Signal;
 use crate::timer::TimerHandle;
+use crate::watch::Observer;
 
 const REGISTRY_SHARDS: usize = 16;
 
@@ -164,6 +165,8 @@ pub(crate) struct SystemShared {
     io: tokio::runtime::Handle,
     /// What runs a simulated system; `None` for one on threads.
     host: Option<Arc<dyn Host>>,
+    /// What an observed system keeps of its actors (`SystemBuilder::observe`).
+    observer: Option<Arc<Observer>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -181,6 +184,7 @@ impl SystemShared {
         default: Result<Pool, Arc<dyn Host>>,
         timers: TimerHandle,
         io: tokio::runtime::Handle,
+        observer: Option<Arc<Observer>>,
     ) -> Self {
         let (running, host) = match default {
             Ok(default) => {
@@ -216,7 +220,13 @@ impl SystemShared {
             timers,
             io,
             host,
+            observer,
         }
+    }
+
+    /// The observer, if the system is observed.
+    pub(crate) fn observer(&self) -> Option<&Arc<Observer>> {
+        self.observer.as_ref()
     }
 
     /// What runs this system, if it is simulated.

@@ -16,6 +16,7 @@ use crate::runtime::SystemShared;
 use crate::scheduler::dedicated::{self, ThreadExecutor};
 use crate::signal::{Signal, SignalStack};
 use crate::supervision::{Intensity, Restart, SupervisorStrategy};
+use crate::watch::{ActorWatch, Listed};
 
 /// Where a spawned actor runs.
 ///
@@ -280,15 +281,25 @@ pub(crate) fn new_cell<A: Actor>(
     };
     system.actor_spawned();
     tracing::trace!(actor = %id, "spawning");
+    let bound = options
+        .bounded
+        .map(|(capacity, overflow)| Bound::new(capacity, overflow));
+    let watch = system.observer().map(|observer| {
+        Arc::new(ActorWatch::new(
+            observer.clone(),
+            std::any::type_name::<A>(),
+            parent.actor_id(),
+            pool_name(options.placement, &parent),
+        ))
+    });
     let shared = ActorShared {
         signals: SignalStack::new(),
         parent,
         system: system.clone(),
-        extras: match options.bounded {
-            Some((capacity, overflow)) => {
-                LazyBox::with(Extras::bounded(Bound::new(capacity, overflow)))
-            }
-            None => LazyBox::new(),
+        extras: match (bound, watch) {
+            (bound, Some(watch)) => LazyBox::with(Extras::watched(bound, watch)),
+            (Some(bound), None) => LazyBox::with(Extras::bounded(bound)),
+            (None, None) => LazyBox::new(),
         },
     };
     let ctx = Context::new(options.measure_time, factory);
@@ -299,6 +310,10 @@ pub(crate) fn new_cell<A: Actor>(
         ActorState::new(actor, ctx),
         options.catch_up,
     );
+    if let Some(observer) = system.observer() {
+        let listed: Arc<dyn Listed> = cell.clone();
+        observer.spawned(id, Arc::downgrade(&listed));
+    }
     if let Some(host) = system.host() {
         let erased: Arc<dyn ErasedCell> = cell.clone();
         host.spawned(
@@ -308,6 +323,23 @@ pub(crate) fn new_cell<A: Actor>(
         );
     }
     (cell, first)
+}
+
+/// The name of the pool an actor placed by `placement` runs on, for observers: a child on
+/// `Placement::Pool` runs on its parent's.
+fn pool_name(placement: Placement, parent: &ParentLink) -> Arc<str> {
+    match placement {
+        Placement::Named(name) => Arc::from(name),
+        Placement::Thread => Arc::from("thread"),
+        Placement::Pool => match parent {
+            ParentLink::Actor { parent, .. } => parent
+                .extras()
+                .watch
+                .as_ref()
+                .map_or_else(|| Arc::from("default"), |watch| watch.pool.clone()),
+            ParentLink::Root(_) => Arc::from("default"),
+        },
+    }
 }
 
 /// Runs the actor's first turn on its executor (starting its thread, for a thread-backed actor).

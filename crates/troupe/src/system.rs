@@ -37,6 +37,7 @@ use crate::scheduler::{Pool, PoolConfig};
 use crate::signal::Signal;
 use crate::spawn::{self, Placement, SpawnOptions};
 use crate::timer::{SimulatedClock, TimerService};
+use crate::watch::Observer;
 
 /// The environment variable that sets the default pool's worker count (like Go's
 /// `GOMAXPROCS`), unless the builder sets it.
@@ -70,6 +71,8 @@ pub struct SystemBuilder {
     io_threads: usize,
     tokio: Option<tokio::runtime::Handle>,
     pools: Vec<(String, usize, usize)>,
+    /// Observed (`Some`), and with a span per message (`Some(true)`).
+    observe: Option<bool>,
 }
 
 impl Default for SystemBuilder {
@@ -82,6 +85,7 @@ impl Default for SystemBuilder {
             io_threads: 1,
             tokio: None,
             pools: Vec::new(),
+            observe: None,
         }
     }
 }
@@ -206,6 +210,52 @@ impl SystemBuilder {
         }
     }
 
+    /// Observes the system: it keeps a directory of its live actors and what each is doing
+    /// ([`System::actors`]), times every handler by message type ([`System::handler_stats`]),
+    /// and follows the asks actors wait on, naming a cycle of them as it forms
+    /// ([`System::waits`], [`System::wait_cycles`]). Off by default: an unobserved system's
+    /// actors carry none of it and its sends take their usual path. On, a message costs a box
+    /// and two clock reads, and a spawn an insert into one ordered map (BENCHMARKS.md has the
+    /// figures).
+    ///
+    /// ```
+    /// # use troupe::{Actor, Context, Handler, Message, System};
+    /// # struct Counter(u64);
+    /// # impl Actor for Counter {}
+    /// # #[derive(Message)] struct Add(u64);
+    /// # impl Handler<Add> for Counter { fn handle(&mut self, m: Add, _: &mut Context<Self>) { self.0 += m.0 } }
+    /// # #[derive(Message)] #[reply(u64)] struct Get;
+    /// # impl Handler<Get> for Counter { fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 { self.0 } }
+    /// let system = System::builder().observe().build().unwrap();
+    /// let counter = system.spawn(Counter(0));
+    /// counter.tell(Add(1)).unwrap();
+    /// assert_eq!(counter.ask(Get).wait(), Ok(1));
+    /// let page = system.actors(None, 100).unwrap();
+    /// let me = page.actors.iter().find(|a| a.id == counter.id()).unwrap();
+    /// assert!(me.type_name.ends_with("Counter"));
+    /// system.shutdown();
+    /// ```
+    pub fn observe(mut self) -> Self {
+        self.observe.get_or_insert(false);
+        self
+    }
+
+    /// Observes the system ([`observe`](SystemBuilder::observe)) and runs every handler in a
+    /// `tracing` span (`troupe.handle`, with the actor's type, id and the message's type)
+    /// whose parent is the span the message was sent from: the handler that told or asked it,
+    /// the task that asked from outside, the handler that set the timer, piped the future or
+    /// attached the stream that delivers it. With `tracing-opentelemetry`, one request becomes
+    /// one trace through every actor it touches (and across processes with `troupe-remote`).
+    ///
+    /// ```
+    /// let system = troupe::System::builder().trace_messages().build().unwrap();
+    /// system.shutdown();
+    /// ```
+    pub fn trace_messages(mut self) -> Self {
+        self.observe = Some(true);
+        self
+    }
+
     /// Starts the threads (the default pool's, the timer's, and the async runtime's unless one
     /// was given). Every setting is checked first.
     ///
@@ -245,6 +295,7 @@ impl SystemBuilder {
             Ok(default),
             timer_service.handle(),
             io,
+            self.observe.map(|spans| Arc::new(Observer::new(spans))),
         ));
         Ok(System::from_parts(shared, timer_service, own_runtime))
     }
@@ -274,6 +325,7 @@ impl SystemBuilder {
             Err(host),
             timer_service.handle(),
             io,
+            self.observe.map(|spans| Arc::new(Observer::new(spans))),
         ));
         Ok(System::from_parts(shared, timer_service, None))
     }
@@ -457,7 +509,7 @@ impl System {
         SystemBuilder::default()
     }
 
-    fn shared(&self) -> &Arc<SystemShared> {
+    pub(crate) fn shared(&self) -> &Arc<SystemShared> {
         &self.inner.shared
     }
 

@@ -58,6 +58,8 @@ fn run<A: Actor>(mut turn: Turn<'_, '_, A>) -> End {
             if let Attended::Finished = life::attend(&mut turn) {
                 return turn.finish();
             }
+            let (cell, _, state) = turn.parts();
+            life::publish(cell, &state.life);
         }
         let (cell, mut inbox, state) = turn.parts();
         if state.takes_messages_now() {

@@ -46,6 +46,10 @@ pub(crate) trait Deliver<T: Target>: Send + 'static {
     fn deliver(self, target: &mut T, ctx: &mut T::Ctx);
     /// The message will not be delivered (an asker is told why).
     fn discard(self, why: Discard);
+    /// The type of the message it carries, for observers.
+    fn message_name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
 }
 
 type Storage = [MaybeUninit<usize>; INLINE_WORDS];

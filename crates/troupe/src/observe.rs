@@ -1,0 +1,235 @@
+//! Observing a running system (`SystemBuilder::observe`, `trace_messages`): what a message to
+//! an observed actor carries ([`Observed`]: its type's name and the sender's span), what its
+//! delivery records (a span per handled message, the handler's time), and the `System` methods
+//! that read what `watch.rs` keeps (the live actors page by page, the handler times, the asks
+//! waited on and their cycles).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::actor::{Actor, Context};
+use crate::id::ActorId;
+use crate::loom::Ordering;
+use crate::raw::{Deliver, Discard};
+use crate::reply::Ask;
+use crate::system::System;
+use crate::watch::{
+    self, ActorInfo, ActorPage, ActorWatch, HandlerStats, ObserveError, Observer, Wait,
+};
+
+/// The most actors one page of [`System::actors`] holds.
+pub const MAX_PAGE: usize = 10_000;
+
+/// A message to an observed actor: the payload, its type's name, and the span it was sent
+/// from (with `trace_messages`).
+pub(crate) struct Observed<P> {
+    inner: P,
+    message: &'static str,
+    parent: Option<tracing::Span>,
+    /// Counts the message as a dead letter if its actor stops before taking it.
+    observer: Arc<Observer>,
+}
+
+impl<P> Observed<P> {
+    /// Wraps `payload` for the actor `watch` observes; with spans on, the caller's current
+    /// span becomes the parent of the handler's.
+    pub(crate) fn new<A: Actor>(payload: P, watch: &ActorWatch) -> Self
+    where
+        P: Deliver<A>,
+    {
+        let message = payload.message_name();
+        Self {
+            inner: payload,
+            message,
+            parent: watch.observer.spans.then(tracing::Span::current),
+            observer: watch.observer.clone(),
+        }
+    }
+
+    /// The payload, unwrapped (a refused send hands it back).
+    pub(crate) fn into_inner(self) -> P {
+        self.inner
+    }
+}
+
+/// The last segment of a type's path (`my_app::Worker` -> `Worker`), generics kept.
+fn short(type_name: &'static str) -> &'static str {
+    let end = type_name.find('<').unwrap_or(type_name.len());
+    match type_name[..end].rfind("::") {
+        Some(at) => &type_name[at + 2..],
+        None => type_name,
+    }
+}
+
+impl<A: Actor, P: Deliver<A>> Deliver<A> for Observed<P> {
+    fn deliver(self, actor: &mut A, ctx: &mut Context<A>) {
+        let Observed {
+            inner,
+            message,
+            parent,
+            observer,
+        } = self;
+        drop(observer);
+        let cell = ctx.cell().clone();
+        let id = cell.id();
+        let span = parent.map(|parent| {
+            let actor_type = std::any::type_name::<A>();
+            tracing::info_span!(
+                parent: &parent,
+                "troupe.handle",
+                otel.name = format!("{} {}", short(actor_type), short(message)),
+                actor = %id,
+                actor_type,
+                message,
+            )
+        });
+        let _entered = span.as_ref().map(tracing::Span::enter);
+        let _handling = watch::handle_as(id);
+        let started = Instant::now();
+        inner.deliver(actor, ctx);
+        let took = started.elapsed();
+        if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+            watch.handled(message, took);
+        }
+    }
+
+    fn discard(self, why: Discard) {
+        // Only a message lost to a stopped actor is a dead letter; an overflow is counted by
+        // the bounded mailbox, a crash by the failure.
+        if why == Discard::Stopped {
+            self.observer.dead_letters.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.discard(why);
+    }
+
+    fn message_name(&self) -> &'static str {
+        self.message
+    }
+}
+
+/// An ask to the observed actor `target` was sent: if an observed actor's handler sent it, the
+/// asker now waits on `target` until the answer comes.
+pub(crate) fn asked<M: 'static>(
+    watch: &ActorWatch,
+    target: ActorId,
+    ask: &Ask<impl Send + 'static>,
+) {
+    let Some(asker) = watch::handling() else {
+        return;
+    };
+    if let Some(open) = ask.probe() {
+        watch
+            .observer
+            .asked(asker, target, std::any::type_name::<M>(), open);
+    }
+}
+
+impl System {
+    fn observer_or_err(&self) -> Result<&Arc<Observer>, ObserveError> {
+        self.shared().observer().ok_or(ObserveError::NotObserved)
+    }
+
+    /// True if the system was built with [`observe`](crate::SystemBuilder::observe) (or
+    /// [`trace_messages`](crate::SystemBuilder::trace_messages)).
+    pub fn is_observed(&self) -> bool {
+        self.shared().observer().is_some()
+    }
+
+    /// Up to `limit` live actors (1 to [`MAX_PAGE`]) whose ids come after `after`, in id
+    /// order, and the cursor of the next page. The cost is that of the page, however many
+    /// actors the system has: walk a million actors page by page, or show the first page.
+    ///
+    /// ```
+    /// # use troupe::{Actor, System};
+    /// # struct Idle;
+    /// # impl Actor for Idle {}
+    /// let system = System::builder().observe().build().unwrap();
+    /// let ids: Vec<_> = (0..5).map(|_| system.spawn(Idle).id()).collect();
+    /// let mut seen = Vec::new();
+    /// let mut after = None;
+    /// loop {
+    ///     let page = system.actors(after, 2).unwrap();
+    ///     seen.extend(page.actors.iter().map(|a| a.id));
+    ///     match page.next {
+    ///         Some(next) => after = Some(next),
+    ///         None => break,
+    ///     }
+    /// }
+    /// assert_eq!(seen, ids);
+    /// assert!(System::new().actors(None, 10).is_err()); // not observed
+    /// system.shutdown();
+    /// ```
+    pub fn actors(&self, after: Option<ActorId>, limit: usize) -> Result<ActorPage, ObserveError> {
+        let observer = self.observer_or_err()?;
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(ObserveError::PageSize {
+                asked: limit,
+                max: MAX_PAGE,
+            });
+        }
+        let (described, next) = observer.page(after, limit);
+        Ok(ActorPage {
+            actors: described.into_iter().filter_map(watch::info).collect(),
+            next,
+        })
+    }
+
+    /// One live actor, if it is still there.
+    pub fn actor(&self, id: ActorId) -> Result<Option<ActorInfo>, ObserveError> {
+        Ok(self.observer_or_err()?.lookup(id).and_then(watch::info))
+    }
+
+    /// Live actors the observer lists (as [`live_actors`](System::live_actors), less those
+    /// spawned and not yet listed).
+    pub fn observed_actors(&self) -> Result<usize, ObserveError> {
+        Ok(self.observer_or_err()?.len())
+    }
+
+    /// Time in handlers by actor type and message type, over every live actor, the longest
+    /// total first. Its cost grows with the number of live actors.
+    pub fn handler_stats(&self) -> Result<Vec<HandlerStats>, ObserveError> {
+        let watches = self.observer_or_err()?.watches();
+        Ok(watch::handler_stats(&watches))
+    }
+
+    /// The asks actors are waiting on now: sent from an observed actor's handler, not yet
+    /// answered (nor given up by the asker).
+    pub fn waits(&self) -> Result<Vec<Wait>, ObserveError> {
+        Ok(self.observer_or_err()?.waits())
+    }
+
+    /// Cycles in the graph of waits now (actor A waits on B, which waits on A): each a list of
+    /// actors, each waiting on the next and the last on the first, from the lowest id. Such
+    /// actors can never answer each other if they hold their mailboxes while they wait
+    /// (`await_then`, a blocking wait). Each cycle is also logged as a warning when the ask
+    /// that closes it is sent.
+    ///
+    /// ```
+    /// # use troupe::System;
+    /// let system = System::builder().observe().build().unwrap();
+    /// assert!(system.wait_cycles().unwrap().is_empty());
+    /// system.shutdown();
+    /// ```
+    pub fn wait_cycles(&self) -> Result<Vec<Vec<ActorId>>, ObserveError> {
+        Ok(self.observer_or_err()?.cycles_now())
+    }
+
+    /// The cycles of waits seen as they formed, oldest first (the latest 64), whether or not
+    /// they are still there.
+    pub fn wait_cycles_seen(&self) -> Result<Vec<Vec<ActorId>>, ObserveError> {
+        Ok(self.observer_or_err()?.cycles_seen())
+    }
+
+    /// Messages lost because their actor stopped before it took them.
+    pub fn dead_letters(&self) -> Result<u64, ObserveError> {
+        Ok(self.observer_or_err()?.dead_letters.load(Ordering::Relaxed))
+    }
+
+    /// Asks to this system's actors that timed out before the answer came.
+    pub fn asks_timed_out(&self) -> Result<u64, ObserveError> {
+        Ok(self
+            .observer_or_err()?
+            .asks_timed_out
+            .load(Ordering::Relaxed))
+    }
+}
