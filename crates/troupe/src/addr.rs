@@ -237,6 +237,15 @@ impl<A: Actor> Addr<A> {
             return false;
         }
         inner.names.push(name.to_owned());
+        if let Some(watch) = self
+            .cell
+            .shared
+            .extras
+            .get()
+            .and_then(|e| e.watch.as_deref())
+        {
+            watch.named(name);
+        }
         true
     }
 

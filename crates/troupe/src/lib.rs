@@ -66,6 +66,7 @@ pub use failure::{Failure, StopReason};
 pub use id::ActorId;
 pub use metrics::{ActorMetrics, PoolMetrics};
 pub use names::RegistryError;
+pub use observe::MAX_PAGE;
 pub use reply::{Ask, Deferred};
 pub use router::{NoRoutees, Router};
 pub use spawn::{Placement, SpawnOptions};

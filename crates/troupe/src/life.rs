@@ -685,6 +685,9 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
                 .get_or_init()
                 .restarts
                 .fetch_add(1, Ordering::Relaxed);
+            if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+                watch.restarted();
+            }
             tracing::debug!(actor = %cell.id(), "actor restarted");
             // A panic here is a new failure, recorded like any other.
             actor.restarted(&mut state.ctx, reason.as_ref());

@@ -233,3 +233,61 @@ impl System {
             .load(Ordering::Relaxed))
     }
 }
+
+#[cfg(feature = "metrics")]
+impl System {
+    /// Sets the gauges and counters that are read rather than counted as things happen
+    /// (mailbox depths and actors by type, name and pool; dead letters; live actors; the
+    /// pools' workers, turns, steals and parks) through the `metrics` facade. Call it before
+    /// an exporter renders (a Prometheus scrape), or on a timer. Its cost grows with the number
+    /// of live actors. The metrics counted as they happen (messages handled, handler time,
+    /// failures, restarts, asks timed out) need no call. Needs the `metrics` feature.
+    pub fn publish_metrics(&self) -> Result<(), ObserveError> {
+        use std::collections::{HashMap, HashSet};
+
+        use crate::watch::meters::{self, Group};
+
+        let observer = self.observer_or_err()?;
+        let mut groups: HashMap<Group, (usize, usize)> = HashMap::new();
+        let mut after = None;
+        loop {
+            let (page, next) = observer.page(after, MAX_PAGE);
+            for described in page {
+                if let Some(watch) = &described.watch {
+                    let sums = groups.entry(meters::group(watch)).or_default();
+                    sums.0 += 1;
+                    sums.1 += described.mailbox_len;
+                }
+            }
+            match next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        let mut published = observer.published.lock().unwrap_or_else(|p| p.into_inner());
+        // A label set whose actors are all gone reads zero, not its last value.
+        for gone in published.iter().filter(|g| !groups.contains_key(*g)) {
+            metrics::gauge!("troupe_actors", gone.labels()).set(0.0);
+            metrics::gauge!("troupe_mailbox_depth", gone.labels()).set(0.0);
+        }
+        for (group, (actors, depth)) in &groups {
+            metrics::gauge!("troupe_actors", group.labels()).set(*actors as f64);
+            metrics::gauge!("troupe_mailbox_depth", group.labels()).set(*depth as f64);
+        }
+        *published = groups.into_keys().collect::<HashSet<_>>();
+        drop(published);
+        let system = observer.system.to_string();
+        metrics::counter!("troupe_dead_letters_total", "system" => system.clone())
+            .absolute(observer.dead_letters.load(Ordering::Relaxed));
+        metrics::gauge!("troupe_live_actors", "system" => system.clone())
+            .set(self.live_actors() as f64);
+        for pool in self.pool_metrics() {
+            let labels = [("system", system.clone()), ("pool", pool.name.clone())];
+            metrics::gauge!("troupe_pool_workers", &labels).set(pool.workers as f64);
+            metrics::counter!("troupe_pool_turns_total", &labels).absolute(pool.turns);
+            metrics::counter!("troupe_pool_steals_total", &labels).absolute(pool.steals);
+            metrics::counter!("troupe_pool_parks_total", &labels).absolute(pool.parks);
+        }
+        Ok(())
+    }
+}

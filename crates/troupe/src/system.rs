@@ -289,13 +289,16 @@ impl SystemBuilder {
         let entries = self.pool_entries(pools, &io);
         let default = Pool::start(&entries[0].config().clone())?;
         let timer_service = TimerService::start(&self.name)?;
+        let observer = self
+            .observe
+            .map(|spans| Arc::new(Observer::new(&self.name, spans)));
         let shared = Arc::new(SystemShared::new(
             self.name,
             entries,
             Ok(default),
             timer_service.handle(),
             io,
-            self.observe.map(|spans| Arc::new(Observer::new(spans))),
+            observer,
         ));
         Ok(System::from_parts(shared, timer_service, own_runtime))
     }
@@ -319,13 +322,16 @@ impl SystemBuilder {
         let pools = self.pool_plan()?;
         let entries = self.pool_entries(pools, &io);
         let timer_service = TimerService::simulated(clock);
+        let observer = self
+            .observe
+            .map(|spans| Arc::new(Observer::new(&self.name, spans)));
         let shared = Arc::new(SystemShared::new(
             self.name,
             entries,
             Err(host),
             timer_service.handle(),
             io,
-            self.observe.map(|spans| Arc::new(Observer::new(spans))),
+            observer,
         ));
         Ok(System::from_parts(shared, timer_service, None))
     }

@@ -197,6 +197,9 @@ pub(crate) struct HandlerTimes {
     pub(crate) total_nanos: u64,
     pub(crate) max_nanos: u64,
     pub(crate) buckets: [u64; BUCKETS],
+    /// The `metrics` handles its messages are counted and timed on (made with its first).
+    #[cfg(feature = "metrics")]
+    meters: Option<meters::Meters>,
 }
 
 impl HandlerTimes {
@@ -207,6 +210,8 @@ impl HandlerTimes {
             total_nanos: 0,
             max_nanos: 0,
             buckets: [0; BUCKETS],
+            #[cfg(feature = "metrics")]
+            meters: None,
         }
     }
 
@@ -254,6 +259,8 @@ pub(crate) struct ActorWatch {
     handler_nanos: AtomicU64,
     /// Written by the actor's own turns; read by observers.
     handlers: Mutex<Vec<HandlerTimes>>,
+    /// The first name it was registered under (a label of its metrics).
+    name: Mutex<Option<Arc<str>>>,
 }
 
 impl ActorWatch {
@@ -273,7 +280,25 @@ impl ActorWatch {
             asks_timed_out: AtomicU64::new(0),
             handler_nanos: AtomicU64::new(0),
             handlers: Mutex::new(Vec::new()),
+            name: Mutex::new(None),
         }
+    }
+
+    /// The actor was registered under `name` (the first name is the one its metrics carry).
+    pub(crate) fn named(&self, name: &str) {
+        lock(&self.name).get_or_insert_with(|| Arc::from(name));
+    }
+
+    /// The first name it was registered under, if any.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn name(&self) -> Option<Arc<str>> {
+        lock(&self.name).clone()
+    }
+
+    /// Its supervisor restarted it.
+    pub(crate) fn restarted(&self) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("troupe_actor_restarts_total", meters::labels(self)).increment(1);
     }
 
     /// The actor's turn moved it to `state`.
@@ -283,6 +308,8 @@ impl ActorWatch {
 
     /// The actor failed (counted once per failure, however long it stays failed).
     pub(crate) fn failed(&self) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("troupe_actor_failures_total", meters::labels(self)).increment(1);
         self.failures.fetch_add(1, Ordering::Relaxed);
         self.set_state(LifeState::Failed);
     }
@@ -301,6 +328,8 @@ impl ActorWatch {
 
     /// An ask to this actor timed out.
     pub(crate) fn ask_timed_out(&self) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!("troupe_asks_timed_out_total", meters::labels(self)).increment(1);
         self.asks_timed_out.fetch_add(1, Ordering::Relaxed);
         self.observer.asks_timed_out.fetch_add(1, Ordering::Relaxed);
     }
@@ -321,11 +350,22 @@ impl ActorWatch {
         {
             Some(at) => at,
             None => {
-                handlers.push(HandlerTimes::new(message));
+                #[allow(unused_mut)]
+                let mut times = HandlerTimes::new(message);
+                #[cfg(feature = "metrics")]
+                {
+                    times.meters = Some(meters::Meters::new(self, message));
+                }
+                handlers.push(times);
                 handlers.len() - 1
             }
         };
         let times = &mut handlers[at];
+        #[cfg(feature = "metrics")]
+        if let Some(meters) = &times.meters {
+            meters.handled.increment(1);
+            meters.seconds.record(took.as_secs_f64());
+        }
         times.count += 1;
         times.total_nanos = times.total_nanos.saturating_add(nanos);
         times.max_nanos = times.max_nanos.max(nanos);
@@ -367,6 +407,9 @@ struct WaitEdge {
 
 /// The observer of one system. See the module note.
 pub(crate) struct Observer {
+    /// The system's name (a label of every metric).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) system: Arc<str>,
     /// A span per handled message, parented to the sender's.
     pub(crate) spans: bool,
     directory: Mutex<BTreeMap<ActorId, Weak<dyn Listed>>>,
@@ -377,6 +420,9 @@ pub(crate) struct Observer {
     cycles: Mutex<Vec<Vec<ActorId>>>,
     pub(crate) dead_letters: AtomicU64,
     pub(crate) asks_timed_out: AtomicU64,
+    /// The label sets of the gauges the last `publish_metrics` set (zeroed when they go).
+    #[cfg(feature = "metrics")]
+    pub(crate) published: Mutex<HashSet<meters::Group>>,
 }
 
 /// Cycles kept for readers (the oldest go first).
@@ -412,8 +458,9 @@ impl Drop for Handling {
 }
 
 impl Observer {
-    pub(crate) fn new(spans: bool) -> Self {
+    pub(crate) fn new(system: &str, spans: bool) -> Self {
         Self {
+            system: Arc::from(system),
             spans,
             directory: Mutex::new(BTreeMap::new()),
             waits: Mutex::new(Vec::new()),
@@ -421,6 +468,8 @@ impl Observer {
             cycles: Mutex::new(Vec::new()),
             dead_letters: AtomicU64::new(0),
             asks_timed_out: AtomicU64::new(0),
+            #[cfg(feature = "metrics")]
+            published: Mutex::new(HashSet::new()),
         }
     }
 
@@ -443,7 +492,8 @@ impl Observer {
     ) -> (Vec<Described>, Option<ActorId>) {
         use std::ops::Bound;
         let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let (cells, next): (Vec<(ActorId, Weak<dyn Listed>)>, Option<ActorId>) = {
+        type Page = (Vec<(ActorId, Weak<dyn Listed>)>, Option<ActorId>);
+        let (cells, next): Page = {
             let directory = lock(&self.directory);
             let mut range = directory.range((start, Bound::Unbounded));
             let cells: Vec<_> = range
@@ -690,4 +740,84 @@ pub(crate) fn info(described: Described) -> Option<ActorInfo> {
         asks_timed_out: watch.asks_timed_out(),
         handler_time: watch.handler_time(),
     })
+}
+
+/// What an observed system records through the `metrics` facade. Every metric carries the
+/// labels `system`, `actor_type`, `name` (the actor's first registered name, or empty) and
+/// `pool`; per message type, `message` too:
+///
+/// | metric | kind | when |
+/// |---|---|---|
+/// | `troupe_messages_handled_total` | counter | each handled message (labels + `message`) |
+/// | `troupe_handler_seconds` | histogram | each handled message's time in its handler |
+/// | `troupe_actor_failures_total` | counter | each failure |
+/// | `troupe_actor_restarts_total` | counter | each restart by a supervisor |
+/// | `troupe_asks_timed_out_total` | counter | each ask that timed out unanswered |
+/// | `troupe_mailbox_depth` | gauge | at `System::publish_metrics`: messages waiting, summed |
+/// | `troupe_actors` | gauge | at `publish_metrics`: live actors of the labels |
+/// | `troupe_dead_letters_total` | counter | at `publish_metrics` (label `system` only) |
+/// | `troupe_live_actors` | gauge | at `publish_metrics` (label `system` only) |
+/// | `troupe_pool_workers`, `troupe_pool_turns_total`, `troupe_pool_steals_total`, `troupe_pool_parks_total` | gauge, counters | at `publish_metrics` (labels `system`, `pool`) |
+#[cfg(feature = "metrics")]
+pub(crate) mod meters {
+    use std::sync::Arc;
+
+    use metrics::Label;
+
+    use super::ActorWatch;
+
+    /// The labels of an actor's metrics.
+    pub(crate) fn labels(watch: &ActorWatch) -> Vec<Label> {
+        group(watch).labels()
+    }
+
+    /// The label set of an actor (what gauges are summed over).
+    #[derive(Clone, PartialEq, Eq, Hash)]
+    pub(crate) struct Group {
+        system: Arc<str>,
+        actor_type: &'static str,
+        name: Option<Arc<str>>,
+        pool: Arc<str>,
+    }
+
+    impl Group {
+        pub(crate) fn labels(&self) -> Vec<Label> {
+            vec![
+                Label::new("system", self.system.to_string()),
+                Label::new("actor_type", self.actor_type),
+                Label::new(
+                    "name",
+                    self.name.as_deref().map(str::to_owned).unwrap_or_default(),
+                ),
+                Label::new("pool", self.pool.to_string()),
+            ]
+        }
+    }
+
+    pub(crate) fn group(watch: &ActorWatch) -> Group {
+        Group {
+            system: watch.observer.system.clone(),
+            actor_type: watch.type_name,
+            name: watch.name(),
+            pool: watch.pool.clone(),
+        }
+    }
+
+    /// The handles one message type of one actor is counted and timed on.
+    #[derive(Clone)]
+    pub(crate) struct Meters {
+        pub(crate) handled: metrics::Counter,
+        pub(crate) seconds: metrics::Histogram,
+    }
+
+    impl Meters {
+        pub(crate) fn new(watch: &ActorWatch, message: &'static str) -> Self {
+            let mut labels = labels(watch);
+            labels.push(Label::new("message", message));
+            Self {
+                handled: metrics::counter!("troupe_messages_handled_total", labels.clone()),
+                seconds: metrics::histogram!("troupe_handler_seconds", labels),
+            }
+        }
+    }
 }

@@ -17,6 +17,8 @@ mod layers;
 mod lifecycle;
 mod lifecycle_edges;
 mod messaging;
+mod observe;
+mod observe_metrics;
 mod outside_queues;
 mod pipe;
 mod rare_paths;
