@@ -105,6 +105,8 @@ struct Contender {
     /// echo, e.g. troupe's fanout `from: thread` (troupe-bench measures a plain thread and a
     /// tokio task; the peers' sender is the plain one). Not part of the case compared.
     own_params: BTreeMap<Scenario, Map<String, Value>>,
+    /// Run only when named in `--contenders` (a variant of troupe measured against itself).
+    opt_in: bool,
 }
 
 /// One parameter set of one scenario.
@@ -246,6 +248,7 @@ fn local_contenders() -> Result<Vec<Contender>> {
             os_threads: false,
             chain_mode: "actors".into(),
             own_params: troupe_own,
+            opt_in: false,
         },
         Contender {
             name: "troupe-thread".into(),
@@ -257,6 +260,33 @@ fn local_contenders() -> Result<Vec<Contender>> {
             os_threads: true,
             chain_mode: "actors".into(),
             own_params: BTreeMap::new(),
+            opt_in: false,
+        },
+        Contender {
+            name: "troupe-observed".into(),
+            describe: "troupe on the pool, observed (SystemBuilder::observe): opt-in".into(),
+            program: me.clone(),
+            extra: vec!["--json".into(), "--observe".into(), "on".into()],
+            scenarios: ["ring", "counter", "spawn"].map(String::from).to_vec(),
+            jvm: false,
+            os_threads: false,
+            chain_mode: "actors".into(),
+            own_params: BTreeMap::new(),
+            opt_in: true,
+        },
+        Contender {
+            name: "troupe-traced".into(),
+            describe: "troupe on the pool, a span per message (SystemBuilder::trace_messages, a \
+                       tracing registry receiving them): opt-in"
+                .into(),
+            program: me.clone(),
+            extra: vec!["--json".into(), "--observe".into(), "spans".into()],
+            scenarios: ["ring", "counter"].map(String::from).to_vec(),
+            jvm: false,
+            os_threads: false,
+            chain_mode: "actors".into(),
+            own_params: BTreeMap::new(),
+            opt_in: true,
         },
         Contender {
             name: "os-threads".into(),
@@ -268,6 +298,7 @@ fn local_contenders() -> Result<Vec<Contender>> {
             os_threads: true,
             chain_mode: "threads".into(),
             own_params: BTreeMap::new(),
+            opt_in: false,
         },
     ])
 }
@@ -357,6 +388,7 @@ fn peer_contenders(options: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<C
                 os_threads: spec.chain_mode.as_deref() == Some("threads"),
                 chain_mode: spec.chain_mode.clone().unwrap_or_else(|| "actors".into()),
                 own_params: BTreeMap::new(),
+                opt_in: false,
             });
         }
     }
@@ -513,7 +545,13 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
     let say = |line: &str| eprintln!("{line}");
     let mut contenders: Vec<Contender> = local_contenders()?
         .into_iter()
-        .filter(|c| options.only.is_empty() || options.only.contains(&c.name))
+        .filter(|c| {
+            if options.only.is_empty() {
+                !c.opt_in
+            } else {
+                options.only.contains(&c.name)
+            }
+        })
         .collect();
     contenders.extend(peer_contenders(options, &say)?);
     if contenders.is_empty() {
@@ -887,6 +925,7 @@ mod tests {
             os_threads: true,
             chain_mode: "threads".into(),
             own_params: BTreeMap::new(),
+            opt_in: false,
         };
         let ring = Case::new(Scenario::Ring, json!({"actors": 100, "rounds": 100_000}));
         assert_eq!(ring.for_contender(&c).unwrap().params["rounds"], 1_000);
@@ -960,6 +999,7 @@ mod tests {
             os_threads: false,
             chain_mode: "actors".into(),
             own_params: BTreeMap::new(),
+            opt_in: false,
         };
         assert_eq!(
             full[0].args_for(&peer),

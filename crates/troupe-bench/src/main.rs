@@ -60,6 +60,19 @@ struct Global {
     /// ring, counter and chain).
     #[arg(long, global = true, value_enum, default_value_t = PlacementArg::Pool)]
     placement: PlacementArg,
+    /// Observe troupe's system: `off`; `on` (`SystemBuilder::observe`: the directory of actors,
+    /// handler times, waits); `spans` (`trace_messages`: also a span per handled message, with
+    /// a tracing registry installed to receive them, as an exporter would).
+    #[arg(long, global = true, value_enum, default_value_t = ObserveArg::Off)]
+    observe: ObserveArg,
+}
+
+/// `--observe`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObserveArg {
+    Off,
+    On,
+    Spans,
 }
 
 #[derive(Subcommand, Debug)]
@@ -271,19 +284,30 @@ impl From<PlacementArg> for Placement {
 pub struct SystemConfig {
     workers: usize,
     throughput: usize,
+    observe: ObserveArg,
 }
 
 impl SystemConfig {
     pub fn build(&self) -> Result<System> {
-        Ok(System::builder()
+        let builder = System::builder()
             .workers(self.workers)
-            .throughput(self.throughput)
-            .build()?)
+            .throughput(self.throughput);
+        let builder = match self.observe {
+            ObserveArg::Off => builder,
+            ObserveArg::On => builder.observe(),
+            ObserveArg::Spans => builder.trace_messages(),
+        };
+        Ok(builder.build()?)
     }
 
     pub fn notes(&self) -> String {
+        let observed = match self.observe {
+            ObserveArg::Off => "",
+            ObserveArg::On => ", observed",
+            ObserveArg::Spans => ", observed with a span per message",
+        };
         format!(
-            "troupe pool of {} workers, throughput {}",
+            "troupe pool of {} workers, throughput {}{observed}",
             self.workers, self.throughput
         )
     }
@@ -389,7 +413,18 @@ fn run() -> Result<()> {
     let config = SystemConfig {
         workers: g.workers.map_or(cores, |w| w as usize),
         throughput: g.throughput as usize,
+        observe: g.observe,
     };
+    if g.observe == ObserveArg::Spans {
+        // Spans are made only when a subscriber wants them: a registry keeps each span's data
+        // from its start to its close, as an exporter's layer sits on.
+        use tracing_subscriber::layer::SubscriberExt;
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_subscriber::filter::LevelFilter::INFO);
+        tracing::subscriber::set_global_default(subscriber).map_err(|e| {
+            anyhow::anyhow!("--observe spans: a tracing subscriber is already set: {e}")
+        })?;
+    }
     let quick = g.quick;
 
     match cli.command {

@@ -49,6 +49,7 @@ mod observe;
 mod addr;
 mod spawn;
 mod system;
+mod inspect;
 mod context;
 mod router;
 
@@ -64,9 +65,9 @@ pub use context::StreamHandle;
 pub use error::{AskError, BuildError, SendError, ShutdownError};
 pub use failure::{Failure, StopReason};
 pub use id::ActorId;
+pub use inspect::MAX_PAGE;
 pub use metrics::{ActorMetrics, PoolMetrics};
 pub use names::RegistryError;
-pub use observe::MAX_PAGE;
 pub use reply::{Ask, Deferred};
 pub use router::{NoRoutees, Router};
 pub use spawn::{Placement, SpawnOptions};
