@@ -113,7 +113,7 @@ struct Audit;
 impl Handler<Audit> for Auditor {
     fn handle(&mut self, _: Audit, _: &mut Context<Self>) {
         self.checked += 1;
-        if self.checked % 100 == 0 {
+        if self.checked.is_multiple_of(100) {
             panic!("the auditor found a discrepancy (as it does every 100 audits)");
         }
     }

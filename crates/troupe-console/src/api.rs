@@ -469,7 +469,7 @@ async fn waits(State(system): State<System>, RawQuery(query): RawQuery) -> Respo
     let read = || -> Result<Waits, ObserveError> {
         let mut waits: Vec<Wait> = system.waits()?;
         let total = waits.len();
-        waits.sort_by(|a, b| b.waited.cmp(&a.waited));
+        waits.sort_by_key(|w| std::cmp::Reverse(w.waited));
         waits.truncate(MAX_WAITS);
         let mut cycles = system.wait_cycles()?;
         cycles.truncate(MAX_CYCLES);

@@ -106,7 +106,7 @@ fn run_chromium(chromium: &Path, profile: &Path, args: &[&str], limit: Duration)
 }
 
 /// The `<li>` of actor `id` in the tree, from its start tag to its matching end tag.
-fn node<'d>(dom: &'d str, id: ActorId) -> &'d str {
+fn node(dom: &str, id: ActorId) -> &str {
     let start_tag = format!("<li class=\"node\" data-id=\"{id}\"");
     let start = dom
         .find(&start_tag)
