@@ -155,7 +155,7 @@ fn the_page_shows_the_tree_and_the_cycle() {
     };
     let fixture = Fixture::start();
     let ids = fixture.ids;
-    let url = format!("http://{}/", fixture.addr());
+    let url = format!("http://{}/#check", fixture.addr());
     let profile = tempfile::tempdir().expect("a browser profile folder");
     let run = run_chromium(
         &chromium,
@@ -180,6 +180,12 @@ fn the_page_shows_the_tree_and_the_cycle() {
     );
     let console: Vec<&str> = run.log.lines().filter(|l| l.contains("CONSOLE")).collect();
     assert!(console.is_empty(), "console messages: {console:#?}");
+    // No text runs out of its box.
+    assert_eq!(
+        text_after(dom, "<pre id=\"check\""),
+        "[]",
+        "text out of its box"
+    );
     // The page polled more than once (the rates need two polls) and says it is live.
     let polls: u32 = dom
         .split("data-polls=\"")

@@ -281,5 +281,34 @@ fn the_console_refuses_what_it_cannot_serve_and_stops() {
         TcpStream::connect(addr).is_err(),
         "the dropped console stopped listening"
     );
+
+    // A client that never finishes its request does not hold the console's stop for long.
+    let console = Console::serve(system.clone(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut slow = TcpStream::connect(console.addr()).unwrap();
+    std::io::Write::write_all(&mut slow, b"GET /api/overview HTTP/1.1\r\nHost: loc").unwrap();
+    let idle = TcpStream::connect(console.addr()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50)); // both accepted
+    let stopping = std::time::Instant::now();
+    console.shutdown().unwrap();
+    assert!(
+        stopping.elapsed() < std::time::Duration::from_secs(5),
+        "stopped in {:?}",
+        stopping.elapsed()
+    );
+    drop((slow, idle));
+
+    // A console outliving its system still answers every endpoint.
+    let console = Console::serve(system.clone(), "127.0.0.1:0".parse().unwrap()).unwrap();
     system.shutdown();
+    for path in [
+        "/",
+        "/api/overview",
+        "/api/actors",
+        "/api/handlers",
+        "/api/waits",
+    ] {
+        assert_eq!(get(console.addr(), path).status, 200, "{path}");
+    }
+    assert_eq!(get_json(console.addr(), "/api/overview")["live_actors"], 0);
+    console.shutdown().unwrap();
 }
