@@ -18,6 +18,10 @@
 //!   then the actors drain (`system.shutdown_draining_async`): accepted background jobs, and
 //!   those whose async step is still running, are finished, not dropped.
 //!
+//! - **A live console** (optional): `--console 127.0.0.1:0` builds the system observed and
+//!   serves `troupe-console` on that loopback address: the actors above as a supervision
+//!   tree, their pools, the slowest handlers, the asks waited on.
+//!
 //! Every ask has a timeout, and every way it can fail has an HTTP status ([`status_of`]).
 
 use std::num::NonZeroUsize;

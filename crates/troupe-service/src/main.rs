@@ -1,14 +1,28 @@
 //! Runs the example service: `cargo run --release -p troupe-service -- --port 3000`, then
 //! `curl -X POST localhost:3000/sessions/ada`, `curl localhost:3000/jobs/12`,
 //! `curl 'localhost:3000/flaky?fail=true'`. Ctrl-C stops it gracefully.
+//!
+//! `--console 127.0.0.1:0` also serves the live console of its actors (`troupe-console`) on
+//! that loopback address, and prints its URL.
+
+use std::net::SocketAddr;
 
 use anyhow::{bail, Context as _, Result};
 use troupe::System;
+use troupe_console::Console;
 use troupe_service::{serve, AppState, Settings};
 
-fn port_from_args() -> Result<u16> {
+/// What the command line asks for.
+struct Options {
+    port: u16,
+    /// Where to serve the console, if anywhere.
+    console: Option<SocketAddr>,
+}
+
+fn options_from_args() -> Result<Options> {
     let mut args = std::env::args().skip(1);
     let mut port = 3000u16;
+    let mut console = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--port" => {
@@ -19,25 +33,48 @@ fn port_from_args() -> Result<u16> {
                     .parse()
                     .with_context(|| format!("--port must be 0 to 65535, not `{value}`"))?;
             }
+            "--console" => {
+                let value = args
+                    .next()
+                    .context("--console needs an address, e.g. --console 127.0.0.1:0")?;
+                let addr = troupe_console::loopback_addr(&value)
+                    .map_err(|error| anyhow::anyhow!("--console: {error}"))?;
+                console = Some(addr);
+            }
             "-h" | "--help" => {
-                println!("troupe-service [--port PORT]   (default 3000, on 127.0.0.1; 0 picks a free port)");
+                println!("troupe-service [--port PORT] [--console ADDR]");
+                println!(
+                    "  --port PORT     serve on 127.0.0.1:PORT (default 3000; 0 picks a free port)"
+                );
+                println!("  --console ADDR  also serve the live console of the actors on ADDR, a loopback");
+                println!("                  address such as 127.0.0.1:0 (0 picks a free port)");
                 std::process::exit(0);
             }
             other => bail!("unknown option `{other}`; try --help"),
         }
     }
-    Ok(port)
+    Ok(Options { port, console })
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let port = port_from_args()?;
-    let system = System::builder()
-        .tokio_handle(tokio::runtime::Handle::current())
-        .build()
-        .context("starting the actor system")?;
+    let Options { port, console } = options_from_args()?;
+    let mut builder = System::builder().tokio_handle(tokio::runtime::Handle::current());
+    if console.is_some() {
+        // The console reads what an observed system keeps of its actors.
+        builder = builder.observe();
+    }
+    let system = builder.build().context("starting the actor system")?;
     let settings = Settings::default();
-    let state = AppState::new(system, &settings);
+    let state = AppState::new(system.clone(), &settings);
+    let console = match console {
+        Some(addr) => {
+            let console = Console::serve(system, addr).context("starting the console")?;
+            println!("console on {}", console.url());
+            Some(console)
+        }
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
         .await
         .with_context(|| format!("listening on 127.0.0.1:{port}"))?;
@@ -48,5 +85,8 @@ async fn main() -> Result<()> {
     })
     .await
     .context("serving")?;
+    if let Some(console) = console {
+        console.shutdown().context("stopping the console")?;
+    }
     Ok(())
 }

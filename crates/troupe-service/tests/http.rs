@@ -178,3 +178,39 @@ async fn background_jobs_accepted_before_shutdown_are_finished() {
     assert_eq!(state.jobs_done(), 40, "every accepted job was finished");
     assert_eq!(system.live_actors(), 0);
 }
+
+/// With its console on (`--console`), the service's actors are listed by the console's
+/// `/api/actors`: the rate limiter, the workers behind the router, the flaky actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_lists_the_services_actors() {
+    let system = System::builder()
+        .tokio_handle(tokio::runtime::Handle::current())
+        .observe()
+        .build()
+        .unwrap();
+    let settings = Settings::default();
+    let _state = AppState::new(system.clone(), &settings);
+    let console = troupe_console::Console::serve(system.clone(), "127.0.0.1:0".parse().unwrap())
+        .expect("the console starts");
+    let (status, body) = request(console.addr(), "GET", "/api/actors").await;
+    assert_eq!(status, 200, "{body}");
+    let page: serde_json::Value = serde_json::from_str(&body).expect("a JSON page");
+    let types: Vec<&str> = page["actors"]
+        .as_array()
+        .expect("actors")
+        .iter()
+        .map(|a| a["short"].as_str().expect("a type"))
+        .collect();
+    let count = |name: &str| types.iter().filter(|t| **t == name).count();
+    assert_eq!(count("RateLimiter"), 1, "{types:?}");
+    assert_eq!(count("Worker"), settings.workers.get(), "{types:?}");
+    assert_eq!(count("Flaky"), 1, "{types:?}");
+    // Bad input is refused with one line, not a panic.
+    let (status, body) = request(console.addr(), "GET", "/api/actors?limit=0").await;
+    assert_eq!((status, body.lines().count()), (400, 1), "{body}");
+    tokio::task::spawn_blocking(move || console.shutdown())
+        .await
+        .unwrap()
+        .expect("the console stops");
+    system.shutdown_async().await;
+}

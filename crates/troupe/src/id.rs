@@ -25,6 +25,43 @@ impl ActorId {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         ActorId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }
+
+    /// The id as a number: what it displays as, and what [`FromStr`](std::str::FromStr)
+    /// reads back (ids order as their numbers do).
+    ///
+    /// ```
+    /// let system = troupe::System::new();
+    /// # struct Idle;
+    /// # impl troupe::Actor for Idle {}
+    /// let id = system.spawn(Idle).id();
+    /// assert_eq!(id.as_u64().to_string(), id.to_string());
+    /// system.shutdown();
+    /// ```
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+}
+
+/// Reads an id as it is displayed (a whole number), for a cursor or an id given in a query
+/// string. Any number parses: whether an actor has that id is for the reader to look up.
+///
+/// ```
+/// use troupe::ActorId;
+/// let system = troupe::System::new();
+/// # struct Idle;
+/// # impl troupe::Actor for Idle {}
+/// let id = system.spawn(Idle).id();
+/// assert_eq!(id.to_string().parse::<ActorId>(), Ok(id));
+/// assert!("abc".parse::<ActorId>().is_err());
+/// assert!("-1".parse::<ActorId>().is_err());
+/// system.shutdown();
+/// ```
+impl std::str::FromStr for ActorId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse().map(ActorId)
+    }
 }
 
 impl fmt::Display for ActorId {
