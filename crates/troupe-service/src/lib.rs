@@ -22,6 +22,15 @@
 //!   serves `troupe-console` on that loopback address: the actors above as a supervision
 //!   tree, their pools, the slowest handlers, the asks waited on.
 //!
+//! - **Metrics** (optional): `--metrics` builds the system observed, records its named metrics
+//!   (`troupe`'s feature `metrics`) in a Prometheus recorder, and serves them at
+//!   `GET /metrics` (each scrape first publishes the gauges read at scrape time,
+//!   `System::publish_metrics`).
+//! - **A span per request and per message** (optional): every request runs in a `request`
+//!   span; with `--trace-stdout` the system traces its messages (`trace_messages`) and an
+//!   OpenTelemetry pipeline prints each finished span, so one request is one trace through
+//!   the limiter, the router's worker and the worker's piped step.
+//!
 //! Every ask has a timeout, and every way it can fail has an HTTP status ([`status_of`]).
 
 use std::num::NonZeroUsize;
@@ -34,6 +43,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
 use serde::{Deserialize, Serialize};
 use troupe::{
     Actor, Addr, AskError, Context, Deferred, DeferredHandler, Handler, Message, SpawnOptions,
@@ -223,6 +233,8 @@ pub struct AppState {
     workers: troupe::Router<Worker>,
     jobs_done: Arc<AtomicU64>,
     flaky: Addr<Flaky>,
+    /// Renders the Prometheus recorder's metrics, if the service serves them.
+    prometheus: Option<PrometheusHandle>,
 }
 
 /// Settings of the service.
@@ -298,7 +310,15 @@ impl AppState {
             workers,
             jobs_done,
             flaky,
+            prometheus: None,
         }
+    }
+
+    /// Serves `GET /metrics` from `prometheus` (the handle of the installed recorder). The
+    /// system must be observed for its actors' metrics to be recorded.
+    pub fn with_prometheus(mut self, prometheus: PrometheusHandle) -> Self {
+        self.prometheus = Some(prometheus);
+        self
     }
 }
 
@@ -316,7 +336,37 @@ pub fn router(state: AppState) -> Router {
         .route("/sessions/{user}", get(get_session).post(open_session))
         .route("/jobs/{n}", get(work).post(enqueue))
         .route("/flaky", get(flaky))
+        .route("/metrics", get(prometheus))
+        .layer(axum::middleware::from_fn(request_span))
         .with_state(state)
+}
+
+/// Runs each request in a `request` span, the parent of every message it sends.
+async fn request_span(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        otel.name = format!("{} {}", request.method(), request.uri().path()),
+    );
+    next.run(request).instrument(span).await
+}
+
+/// `GET /metrics`: the Prometheus text format, with the gauges read at scrape time published
+/// first. 404 unless the service was started with metrics.
+async fn prometheus(State(state): State<AppState>) -> Result<String, ApiError> {
+    let Some(handle) = &state.prometheus else {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            "metrics are off: start the service with --metrics".into(),
+        ));
+    };
+    state
+        .system
+        .publish_metrics()
+        .map_err(|error| ApiError(StatusCode::SERVICE_UNAVAILABLE, error.to_string()))?;
+    Ok(handle.render())
 }
 
 /// An error as the API reports it: a status and a JSON message.

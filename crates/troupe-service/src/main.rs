@@ -3,7 +3,8 @@
 //! `curl 'localhost:3000/flaky?fail=true'`. Ctrl-C stops it gracefully.
 //!
 //! `--console 127.0.0.1:0` also serves the live console of its actors (`troupe-console`) on
-//! that loopback address, and prints its URL.
+//! that loopback address, and prints its URL. `--metrics` serves the actors' metrics in the
+//! Prometheus text format at `GET /metrics`.
 
 use std::net::SocketAddr;
 
@@ -17,12 +18,15 @@ struct Options {
     port: u16,
     /// Where to serve the console, if anywhere.
     console: Option<SocketAddr>,
+    /// Serve `GET /metrics`.
+    metrics: bool,
 }
 
 fn options_from_args() -> Result<Options> {
     let mut args = std::env::args().skip(1);
     let mut port = 3000u16;
     let mut console = None;
+    let mut metrics = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--port" => {
@@ -41,32 +45,56 @@ fn options_from_args() -> Result<Options> {
                     .map_err(|error| anyhow::anyhow!("--console: {error}"))?;
                 console = Some(addr);
             }
+            "--metrics" => metrics = true,
             "-h" | "--help" => {
-                println!("troupe-service [--port PORT] [--console ADDR]");
+                println!("troupe-service [--port PORT] [--console ADDR] [--metrics]");
                 println!(
                     "  --port PORT     serve on 127.0.0.1:PORT (default 3000; 0 picks a free port)"
                 );
                 println!("  --console ADDR  also serve the live console of the actors on ADDR, a loopback");
                 println!("                  address such as 127.0.0.1:0 (0 picks a free port)");
+                println!(
+                    "  --metrics       serve the actors' metrics at GET /metrics (Prometheus text)"
+                );
                 std::process::exit(0);
             }
             other => bail!("unknown option `{other}`; try --help"),
         }
     }
-    Ok(Options { port, console })
+    Ok(Options {
+        port,
+        console,
+        metrics,
+    })
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let Options { port, console } = options_from_args()?;
+    let Options {
+        port,
+        console,
+        metrics,
+    } = options_from_args()?;
     let mut builder = System::builder().tokio_handle(tokio::runtime::Handle::current());
-    if console.is_some() {
-        // The console reads what an observed system keeps of its actors.
+    if console.is_some() || metrics {
+        // The console and the metrics read what an observed system keeps of its actors.
         builder = builder.observe();
     }
+    let prometheus = if metrics {
+        Some(
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .install_recorder()
+                .context("installing the Prometheus recorder")?,
+        )
+    } else {
+        None
+    };
     let system = builder.build().context("starting the actor system")?;
     let settings = Settings::default();
-    let state = AppState::new(system.clone(), &settings);
+    let mut state = AppState::new(system.clone(), &settings);
+    if let Some(prometheus) = prometheus {
+        state = state.with_prometheus(prometheus);
+    }
     let console = match console {
         Some(addr) => {
             let console = Console::serve(system, addr).context("starting the console")?;

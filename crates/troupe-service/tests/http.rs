@@ -214,3 +214,71 @@ async fn the_console_lists_the_services_actors() {
         .expect("the console stops");
     system.shutdown_async().await;
 }
+
+/// `GET /metrics` in the Prometheus text format: the workers' messages counted and timed by
+/// actor type, name, pool and message type, the gauges published at the scrape; 404 when the
+/// service runs without metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_in_the_prometheus_text_format() {
+    let (addr, stop, server, _system) = start(Settings::default()).await;
+    let (status, body) = request(addr, "GET", "/metrics").await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("--metrics"), "{body}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .expect("the only recorder of this test binary");
+    let system = System::builder()
+        .tokio_handle(tokio::runtime::Handle::current())
+        .name("service")
+        .observe()
+        .build()
+        .unwrap();
+    let settings = Settings::default();
+    let state = AppState::new(system.clone(), &settings).with_prometheus(prometheus);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, state, settings.drain_deadline, async {
+        let _ = stopped.await;
+    }));
+    for n in 1..=5 {
+        let (status, body) = request(addr, "GET", &format!("/jobs/{n}")).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // Counted as each handler returns, which may be just after its reply went out.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let body = loop {
+        let (status, body) = request(addr, "GET", "/metrics").await;
+        assert_eq!(status, 200, "{body}");
+        let handled: f64 = body
+            .lines()
+            .filter(|l| l.starts_with("troupe_messages_handled_total{") && l.contains("Worker"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        if handled >= 5.0 {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "5 jobs never counted:\n{body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for expected in [
+        "# TYPE troupe_messages_handled_total counter",
+        "troupe_handler_seconds",
+        "system=\"service\"",
+        "pool=\"default\"",
+        "troupe_actors{",
+        "troupe_mailbox_depth{",
+        "troupe_live_actors{system=\"service\"}",
+        "troupe_pool_turns_total{",
+    ] {
+        assert!(body.contains(expected), "no `{expected}` in:\n{body}");
+    }
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
