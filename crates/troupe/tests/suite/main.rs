@@ -24,3 +24,4 @@ mod simulation;
 mod state_machine;
 mod supervision;
 mod tokio_service;
+mod trace_spans;
