@@ -692,7 +692,7 @@ mod tests {
         let timers = crate::timer::TimerService::start("reply-test").unwrap();
         for i in 0..200 {
             let (tx, ask) = pair();
-            let ask = ask.with_timeout(&timers.handle(), Duration::from_millis(1));
+            let ask = ask.with_timeout_noting(&timers.handle(), Duration::from_millis(1), None);
             if i % 2 == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -763,7 +763,7 @@ mod tests {
         let timers = crate::timer::TimerService::start("reply-late").unwrap();
         for round in 0..20u32 {
             let (tx, ask) = pair::<u32>();
-            let ask = ask.with_timeout(&timers.handle(), Duration::from_millis(2));
+            let ask = ask.with_timeout_noting(&timers.handle(), Duration::from_millis(2), None);
             tx.send(round);
             assert_eq!(ask.wait(), Ok(round));
             // Asks that wait past the first one's deadline.

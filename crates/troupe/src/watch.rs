@@ -443,7 +443,8 @@ impl Observer {
     ) -> (Vec<Described>, Option<ActorId>) {
         use std::ops::Bound;
         let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-        let (cells, next): (Vec<(ActorId, Weak<dyn Listed>)>, Option<ActorId>) = {
+        type Page = (Vec<(ActorId, Weak<dyn Listed>)>, Option<ActorId>);
+        let (cells, next): Page = {
             let directory = lock(&self.directory);
             let mut range = directory.range((start, Bound::Unbounded));
             let cells: Vec<_> = range
