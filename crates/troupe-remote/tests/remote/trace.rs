@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use opentelemetry::trace::{SpanId, TraceContextExt, TraceId, TracerProvider as _};
+use opentelemetry::trace::{SpanId, SpanKind, TraceContextExt, TraceId, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use serde::{Deserialize, Serialize};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -274,11 +274,13 @@ fn one_request_is_one_trace_through_actors_of_two_nodes() {
                 .map(|kv| kv.value.to_string())
         };
         assert_eq!(attribute("export").as_deref(), Some("trace-c"));
-        let message = attribute("message").unwrap();
-        assert!(
-            message == "trace.note" || message == "trace.check",
-            "{message}"
-        );
+        // A tell is consumed; an ask is served.
+        let kind = match attribute("message").unwrap().as_str() {
+            "trace.note" => SpanKind::Consumer,
+            "trace.check" => SpanKind::Server,
+            other => panic!("{other}"),
+        };
+        assert_eq!(span.span_kind, kind);
     }
     for name in ["C Note", "C Check", "D Audit"] {
         let span = spans.iter().find(|s| s.name == name).unwrap();
