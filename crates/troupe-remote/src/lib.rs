@@ -44,6 +44,24 @@
 //! counted ([`NodeStats`]), and never panics. What one frame can make a node do is bounded
 //! (entries per frame, asks in flight per sender and in all: [`NodeOptions`]).
 //!
+//! # Traces across processes (feature `otel`)
+//!
+//! With the `otel` feature, a tell or an ask sent from inside a `tracing` span that has an
+//! OpenTelemetry context (a `tracing-opentelemetry` layer records it) carries that context,
+//! W3C trace context fields in the message's entry ([`wire`]). The receiving node tells or asks
+//! its actor inside a span (`troupe.receive`, named `receive <export>`) whose parent is that
+//! context; with [`trace_messages`](troupe::SystemBuilder::trace_messages) on the receiving
+//! system, the actor's `troupe.handle` span is that span's child. One request then makes one
+//! trace, through every actor and process it reaches.
+//!
+//! It is a feature because reading and writing the context of a `tracing` span takes
+//! `opentelemetry`, its SDK's propagator and `tracing-opentelemetry`, which a program that does
+//! not export traces need not build. The frame layout does not depend on it: a node built
+//! without it reads traced frames (and delivers their messages without a parent), and sends
+//! nothing traced. A message sent from no span, or with tracing off, carries no context and
+//! costs what it did before. A context that does not read never refuses its message: the
+//! message goes without a parent, and the node counts it ([`NodeStats::traces_ignored`]).
+//!
 //! A node signs in to NATS with [`Credentials`] (an nkey, a credentials file, or a user and
 //! password), over TLS when given a certificate authority ([`NodeOptions::tls_ca`]); its
 //! subjects are laid out so that a server's per-user permissions can give each role only what
@@ -53,6 +71,7 @@ mod access;
 mod error;
 mod node;
 pub mod server;
+mod trace;
 pub mod wire;
 
 pub use access::Credentials;

@@ -3,6 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,9 +21,10 @@ use troupe::{Accepts, Actor, Addr, AskError, StopReason};
 
 use crate::access::{self, Credentials};
 use crate::error::RemoteError;
+use crate::trace;
 use crate::wire::{
     self, code, down, Kind, Refusal, RefusalKind, RemoteMessage, ENTRY_ASK, ENTRY_ERR, ENTRY_OK,
-    ENTRY_TELL,
+    ENTRY_TELL, ENTRY_TRACED_ASK, ENTRY_TRACED_TELL, MIN_WIRE_VERSION, TRACE_VERSION, WIRE_VERSION,
 };
 
 /// How a node behaves. Every bound is checked by [`Node::connect`].
@@ -67,8 +69,11 @@ pub struct NodeOptions {
     /// to asks, `<inbox_prefix>.<random>` for look-ups (default `_INBOX`). A server can then
     /// let a user read `<its prefix>.>` only: its own answers (see the crate README).
     pub inbox_prefix: String,
-    /// The frame layout spoken: [`crate::wire::WIRE_VERSION`]. Another value only makes sense
-    /// in tests of what a mismatched peer sees.
+    /// The newest frame layout spoken: [`crate::wire::WIRE_VERSION`], with which a node reads
+    /// every version from [`crate::wire::MIN_WIRE_VERSION`] on and writes each frame at the
+    /// oldest version whose layout it uses. Another value only makes sense in tests of what a
+    /// mismatched peer sees: the node then reads and writes that version only (and traces
+    /// nothing below [`crate::wire::TRACE_VERSION`]).
     #[doc(hidden)]
     pub wire_version: u8,
 }
@@ -162,6 +167,24 @@ impl NodeOptions {
         Ok(())
     }
 
+    /// The frame versions this node reads.
+    fn reads(&self) -> RangeInclusive<u8> {
+        if self.wire_version == WIRE_VERSION {
+            MIN_WIRE_VERSION..=WIRE_VERSION
+        } else {
+            self.wire_version..=self.wire_version
+        }
+    }
+
+    /// The version to write a frame at whose layout is that of version `needs`.
+    fn writes(&self, needs: u8) -> u8 {
+        if self.wire_version == WIRE_VERSION {
+            needs
+        } else {
+            self.wire_version
+        }
+    }
+
     /// The options of a NATS connection that signs in as this node does: its credentials, its
     /// TLS and its inbox prefix. For another connection of the same process (JetStream, say)
     /// that the server must let in with the same rights. Reads the credential files now.
@@ -195,6 +218,9 @@ pub struct NodeStats {
     pub entries_in: u64,
     /// Tells that arrived for an actor that had stopped (dropped, as an in-process tell would be).
     pub undeliverable: u64,
+    /// Trace contexts that came with messages and could not be read (feature `otel`): each
+    /// message was delivered all the same, without a parent span. The first is logged.
+    pub traces_ignored: u64,
     /// Frames or entries refused, by reason.
     pub refused: Vec<(RefusalKind, u64)>,
     /// Publications and subscriptions the NATS server refused for lack of permission (each
@@ -225,6 +251,7 @@ struct Counters {
     frames_in: AtomicU64,
     entries_in: AtomicU64,
     undeliverable: AtomicU64,
+    traces_ignored: AtomicU64,
     refused: [AtomicU64; 8],
 }
 
@@ -277,6 +304,8 @@ struct Inner {
     /// Whether the heartbeat runs (from the first export on).
     beating: AtomicBool,
     closed: AtomicBool,
+    /// Whether an unreadable trace context was logged (only the first is).
+    trace_logged: AtomicBool,
     /// Shared with the connection's event callback, which exists before the node does.
     denied: Arc<AtomicU64>,
 }
@@ -450,6 +479,7 @@ impl Node {
             asks: Mutex::new(AsksInFlight::default()),
             beating: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            trace_logged: AtomicBool::new(false),
             denied,
         });
         // The writer: publishes what the outboxes hold, one frame per batch. A tell queued while
@@ -511,6 +541,7 @@ impl Node {
             frames_in: get(&c.frames_in),
             entries_in: get(&c.entries_in),
             undeliverable: get(&c.undeliverable),
+            traces_ignored: get(&c.traces_ignored),
             refused: RefusalKind::ALL
                 .into_iter()
                 .map(|k| (k, get(&c.refused[k.index()])))
@@ -588,7 +619,7 @@ impl Node {
             .map_err(|_| RemoteError::Unreachable(name.to_string()))?;
         let limit = Duration::from_millis(beat_ms as u64) * self.inner.opts.missed_heartbeats;
         let (tx, rx) = oneshot::channel();
-        let version = self.inner.opts.wire_version;
+        let version = self.inner.opts.reads();
         self.inner.handle.spawn(async move {
             let mut last = Instant::now();
             let mut tick = tokio::time::interval(limit / 4);
@@ -600,7 +631,7 @@ impl Node {
                     },
                     msg = downs.next() => match msg {
                         Some(msg) => {
-                            if let Some(down) = parse_down(&msg.payload, version) {
+                            if let Some(down) = parse_down(&msg.payload, version.clone()) {
                                 break down;
                             }
                         }
@@ -742,10 +773,33 @@ impl Inner {
         tracing::warn!(%subject, "refused: {refusal}");
     }
 
-    /// Queues one entry for `outbox`; `write` appends it to a batch frame.
+    /// The trace context to send with a tell or an ask now (see [`trace::outgoing`]): none to
+    /// a peer set to a version without traces.
+    fn trace_out(&self) -> Option<Vec<u8>> {
+        if self.opts.wire_version < TRACE_VERSION {
+            return None;
+        }
+        trace::outgoing()
+    }
+
+    /// A trace context that came with a message could not be read: counted, and said once.
+    fn ignore_trace(&self, subject: &str, detail: &str) {
+        add(&self.counters.traces_ignored, 1);
+        if !self.trace_logged.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                %subject,
+                "a trace context was ignored, its message delivered without a parent span \
+                 (later ones are only counted, in NodeStats::traces_ignored): {detail}"
+            );
+        }
+    }
+
+    /// Queues one entry for `outbox`; `write` appends it to a batch frame. `needs` is the
+    /// oldest frame version whose layout has the entry: the frame it goes in is raised to it.
     fn queue(
         &self,
         outbox: &Arc<Outbox>,
+        needs: u8,
         write: impl FnOnce(&mut Vec<u8>) -> Result<(), RemoteError>,
     ) -> Result<(), RemoteError> {
         if self.closed.load(Ordering::Acquire) {
@@ -758,7 +812,7 @@ impl Inner {
             }
             if st.count == 0 {
                 st.current.clear();
-                wire::start_batch(&mut st.current, self.opts.wire_version);
+                wire::start_batch(&mut st.current, self.opts.writes(MIN_WIRE_VERSION));
             }
             let mark = st.current.len();
             if let Err(e) = write(&mut st.current) {
@@ -775,9 +829,10 @@ impl Inner {
                 // The entry does not fit beside the others: it starts the next frame.
                 let entry = st.current.split_off(mark);
                 st.seal();
-                wire::start_batch(&mut st.current, self.opts.wire_version);
+                wire::start_batch(&mut st.current, self.opts.writes(MIN_WIRE_VERSION));
                 st.current.extend_from_slice(&entry);
             }
+            wire::raise_version(&mut st.current, self.opts.writes(needs));
             st.count += 1;
             st.bytes += size;
             if st.current.len() >= self.opts.batch_bytes || st.count >= self.opts.max_frame_entries
@@ -794,7 +849,7 @@ impl Inner {
 
     async fn locate(&self, name: &str) -> Result<(String, u32), RemoteError> {
         let mut frame = Vec::with_capacity(4);
-        wire::header(&mut frame, self.opts.wire_version, Kind::Where);
+        wire::header(&mut frame, self.opts.writes(MIN_WIRE_VERSION), Kind::Where);
         let reply = match tokio::time::timeout(
             self.opts.ask_timeout,
             self.client.request(export_subject(name), frame.into()),
@@ -812,7 +867,7 @@ impl Inner {
             }
         };
         let mut frame =
-            wire::open(&reply.payload, self.opts.wire_version).map_err(RemoteError::Refused)?;
+            wire::open(&reply.payload, self.opts.reads()).map_err(RemoteError::Refused)?;
         match frame.kind {
             Kind::Here => {
                 let beat = frame.body.u32("heartbeat").map_err(RemoteError::Refused)?;
@@ -839,7 +894,7 @@ impl Inner {
                 subject,
             );
         }
-        let mut frame = match wire::open(&payload, self.opts.wire_version) {
+        let mut frame = match wire::open(&payload, self.opts.reads()) {
             Ok(frame) => frame,
             Err(refusal) => return self.refuse(&refusal, subject),
         };
@@ -1002,7 +1057,7 @@ fn code_of(error: &AskError) -> u8 {
     }
 }
 
-fn parse_down(payload: &[u8], version: u8) -> Option<Down> {
+fn parse_down(payload: &[u8], version: RangeInclusive<u8>) -> Option<Down> {
     let mut frame = wire::open(payload, version).ok()?;
     if frame.kind != Kind::Down {
         return None;
@@ -1127,8 +1182,16 @@ impl<M: RemoteMessage> RemoteRecipient<M> {
     /// as undeliverable by the far node).
     pub fn tell(&self, msg: M) -> Result<(), RemoteError> {
         let inner = &self.node.inner;
-        inner.queue(&self.outbox, |buf| {
-            buf.push(ENTRY_TELL);
+        let trace = inner.trace_out();
+        let needs = trace.as_ref().map_or(MIN_WIRE_VERSION, |_| TRACE_VERSION);
+        inner.queue(&self.outbox, needs, |buf| {
+            match &trace {
+                None => buf.push(ENTRY_TELL),
+                Some(fields) => {
+                    buf.push(ENTRY_TRACED_TELL);
+                    wire::put_trace(buf, fields);
+                }
+            }
             wire::put_tag(buf, M::NAME, M::VERSION);
             wire::put_payload(buf, &msg).map_err(|e| RemoteError::Encode(e.to_string()))
         })?;
@@ -1150,9 +1213,17 @@ impl<M: RemoteMessage> RemoteRecipient<M> {
                 reply: tx,
             },
         );
-        let queued = inner.queue(&self.outbox, |buf| {
-            buf.push(ENTRY_ASK);
+        let trace = inner.trace_out();
+        let needs = trace.as_ref().map_or(MIN_WIRE_VERSION, |_| TRACE_VERSION);
+        let queued = inner.queue(&self.outbox, needs, |buf| {
+            match &trace {
+                None => buf.push(ENTRY_ASK),
+                Some(_) => buf.push(ENTRY_TRACED_ASK),
+            }
             buf.extend_from_slice(&id.to_le_bytes());
+            if let Some(fields) = &trace {
+                wire::put_trace(buf, fields);
+            }
             wire::put_tag(buf, M::NAME, M::VERSION);
             wire::put_payload(buf, &msg).map_err(|e| RemoteError::Encode(e.to_string()))
         });
@@ -1301,7 +1372,7 @@ impl<A: Actor> ExportBuilder<A> {
                         // Given back once the reply is queued: what waits in the outbox is
                         // bounded by its own backlog limit.
                         let _permit = permit;
-                        let queued = node.queue(&outbox, |buf| match &result {
+                        let queued = node.queue(&outbox, MIN_WIRE_VERSION, |buf| match &result {
                             Ok(reply) => {
                                 buf.push(ENTRY_OK);
                                 buf.extend_from_slice(&id.to_le_bytes());
@@ -1317,7 +1388,7 @@ impl<A: Actor> ExportBuilder<A> {
                             // The asker times out; say why here.
                             tracing::warn!(subject = %outbox.subject, "a reply was not sent: {e}");
                             if matches!(e, RemoteError::Encode(_) | RemoteError::TooLarge { .. }) {
-                                let _ = node.queue(&outbox, |buf| {
+                                let _ = node.queue(&outbox, MIN_WIRE_VERSION, |buf| {
                                     wire::put_err(
                                         buf,
                                         id,
@@ -1395,7 +1466,7 @@ impl<A: Actor> ExportBuilder<A> {
             let _ = sub.unsubscribe().await;
             lock(&node.exports).remove(&name);
             let mut frame = Vec::new();
-            wire::header(&mut frame, node.opts.wire_version, Kind::Down);
+            wire::header(&mut frame, node.opts.writes(MIN_WIRE_VERSION), Kind::Down);
             match reason {
                 Some(StopReason::Normal) => frame.push(down::STOPPED),
                 Some(StopReason::Failed(failure)) => {
@@ -1431,7 +1502,11 @@ impl Inner {
             self.refuse(&refusal, subject);
             if let Some(reply) = reply_to {
                 let mut frame = Vec::new();
-                wire::header(&mut frame, self.opts.wire_version, Kind::Refused);
+                wire::header(
+                    &mut frame,
+                    self.opts.writes(MIN_WIRE_VERSION),
+                    Kind::Refused,
+                );
                 frame.push(refusal.kind.code());
                 frame.extend_from_slice(&(subject.len() as u16).to_le_bytes());
                 frame.extend_from_slice(subject.as_bytes());
@@ -1446,7 +1521,7 @@ impl Inner {
             ))
             .await;
         }
-        let mut frame = match wire::open(&msg.payload, self.opts.wire_version) {
+        let mut frame = match wire::open(&msg.payload, self.opts.reads()) {
             Ok(frame) => frame,
             Err(refusal) => return refused(refusal).await,
         };
@@ -1454,7 +1529,7 @@ impl Inner {
             Kind::Where => {
                 if let Some(reply) = &msg.reply {
                     let mut here = Vec::new();
-                    wire::header(&mut here, self.opts.wire_version, Kind::Here);
+                    wire::header(&mut here, self.opts.writes(MIN_WIRE_VERSION), Kind::Here);
                     let beat = self.opts.heartbeat.as_millis() as u32;
                     here.extend_from_slice(&beat.to_le_bytes());
                     here.extend_from_slice(self.id.as_bytes());
@@ -1472,9 +1547,19 @@ impl Inner {
                     self.check_count(count)?;
                     for _ in 0..count {
                         let kind = frame.body.u8("entry kind")?;
+                        let traced = matches!(kind, ENTRY_TRACED_TELL | ENTRY_TRACED_ASK);
+                        if traced && frame.version < TRACE_VERSION {
+                            return Err(Refusal::new(
+                                RefusalKind::Malformed,
+                                format!(
+                                    "entry kind {kind} in a frame of version {}",
+                                    frame.version
+                                ),
+                            ));
+                        }
                         let ask = match kind {
-                            ENTRY_TELL => None,
-                            ENTRY_ASK => Some(frame.body.u64("ask id")?),
+                            ENTRY_TELL | ENTRY_TRACED_TELL => None,
+                            ENTRY_ASK | ENTRY_TRACED_ASK => Some(frame.body.u64("ask id")?),
                             other => {
                                 return Err(Refusal::new(
                                     RefusalKind::Malformed,
@@ -1482,6 +1567,7 @@ impl Inner {
                                 ))
                             }
                         };
+                        let trace = if traced { frame.body.trace()? } else { &[] };
                         let (type_name, version) = frame.body.tag()?;
                         let payload = frame.body.payload(self.opts.max_payload)?;
                         add(&self.counters.entries_in, 1);
@@ -1510,7 +1596,23 @@ impl Inner {
                                     "`{type_name}` version {version} sent, `{name}` accepts version {v}"
                                 ),
                             )),
-                            Some((_, route)) => route(self, payload, ask),
+                            Some((_, route)) => {
+                                // A traced message is told or asked inside a span parented
+                                // to its sender's: the actor's own span becomes its child.
+                                let span = if trace.is_empty() {
+                                    None
+                                } else {
+                                    trace::receive_span(trace, name, type_name, ask.is_some())
+                                        .unwrap_or_else(|detail| {
+                                            self.ignore_trace(subject, &detail);
+                                            None
+                                        })
+                                };
+                                match span {
+                                    Some(span) => span.in_scope(|| route(self, payload, ask)),
+                                    None => route(self, payload, ask),
+                                }
+                            }
                         };
                         if let Err(refusal) = routed {
                             if refusal.kind == RefusalKind::Overloaded {
@@ -1522,7 +1624,7 @@ impl Inner {
                             }
                             if let Some((id, reply)) = ask {
                                 let outbox = self.outbox(reply, None);
-                                let _ = self.queue(&outbox, |buf| {
+                                let _ = self.queue(&outbox, MIN_WIRE_VERSION, |buf| {
                                     wire::put_err(buf, id, refusal.kind.code(), &refusal.detail);
                                     Ok(())
                                 });

@@ -9,20 +9,43 @@
 //! kind 5  Refused:  code:u8 subject-len:u16le subject detail:utf8
 //!                   (sent back to a frame's reply subject when the whole frame is refused;
 //!                   this layout is the same in every version, so a mismatched peer reads it)
-//! entry   = 1 Tell  tag payload
-//!         | 2 Ask   id:u64le tag payload
-//!         | 3 Ok    id:u64le payload
-//!         | 4 Err   id:u64le code:u8 detail-len:u16le detail
+//! entry   = 1 Tell        tag payload
+//!         | 2 Ask         id:u64le tag payload
+//!         | 3 Ok          id:u64le payload
+//!         | 4 Err         id:u64le code:u8 detail-len:u16le detail
+//!         | 5 TracedTell  trace tag payload              (version 2 on)
+//!         | 6 TracedAsk   id:u64le trace tag payload     (version 2 on)
 //! tag     = name-len:u8 name:utf8 type-version:u16le
 //! payload = len:u32le bytes (postcard)
+//! trace   = len:u16le field*                             (len bytes of fields in all)
+//! field   = key-len:u8 key:utf8 value-len:u16le value:utf8
 //! ```
 //!
 //! Every length is checked against what is left before it is used: a truncated or hostile
 //! frame is refused with a [`Refusal`], never read past its end. A batch's count is checked
 //! against the receiver's `max_frame_entries` before any entry is read, so what one frame can
 //! make a node do is bounded by that count, whatever the frame's size.
+//!
+//! # Versions
+//!
+//! Version 2 adds the traced entries: a tell or an ask with the trace context of the span it
+//! was sent from, as the W3C trace context's text fields (`traceparent`, and `tracestate` when
+//! there is one), at most [`MAX_TRACE_BYTES`] of them. A node reads versions
+//! [`MIN_WIRE_VERSION`] to [`WIRE_VERSION`], and writes each frame at the oldest version whose
+//! layout it uses: a frame without a traced entry is a version 1 frame, byte for byte what a
+//! node of version 1 writes and reads, and a batch is raised to version 2 by its first traced
+//! entry. A message sent from no span (or by a node built without the `otel` feature) costs
+//! nothing: it is the untraced entry it always was. So nodes of both versions talk as long as
+//! nothing is traced; a traced message to a node of version 1 is refused there with
+//! [`RefusalKind::WireVersion`] (upgrade receivers before senders trace).
+//!
+//! A trace field that is well framed but says nothing readable (fields that are not UTF-8, no
+//! valid `traceparent`, more than [`MAX_TRACE_BYTES`]) does not refuse its entry: the message is
+//! delivered without a parent span, and the receiving node counts it
+//! ([`crate::NodeStats::traces_ignored`]).
 
 use std::fmt;
+use std::ops::RangeInclusive;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -30,9 +53,19 @@ use troupe::Message;
 
 /// The first two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"TR";
-/// The version of this frame layout. A node refuses frames of any other version with
-/// [`RefusalKind::WireVersion`], and says so to the sender.
-pub const WIRE_VERSION: u8 = 1;
+/// The newest frame layout a node speaks. A node reads frames of versions
+/// [`MIN_WIRE_VERSION`] ..= this one, refuses any other with [`RefusalKind::WireVersion`] and
+/// says so to the sender.
+pub const WIRE_VERSION: u8 = 2;
+/// The oldest frame layout a node reads, and the one it writes every frame in that needs
+/// nothing newer.
+pub const MIN_WIRE_VERSION: u8 = 1;
+/// The version that brought the traced entries (`TracedTell`, `TracedAsk`).
+pub const TRACE_VERSION: u8 = 2;
+/// The most bytes the fields of one trace field may take: a `traceparent` (55 bytes) and a
+/// `tracestate` of the W3C's largest (512 bytes) fit with their keys. A sender leaves out a
+/// field that would not fit; a receiver ignores a larger trace.
+pub const MAX_TRACE_BYTES: usize = 1024;
 
 /// A message that may cross processes: a serde type with a name and a version that both ends
 /// agree on. Its reply must be serde too.
@@ -76,6 +109,8 @@ pub(crate) const ENTRY_TELL: u8 = 1;
 pub(crate) const ENTRY_ASK: u8 = 2;
 pub(crate) const ENTRY_OK: u8 = 3;
 pub(crate) const ENTRY_ERR: u8 = 4;
+pub(crate) const ENTRY_TRACED_TELL: u8 = 5;
+pub(crate) const ENTRY_TRACED_ASK: u8 = 6;
 
 /// Why a frame or an entry was refused. Counted by the receiving node ([`crate::NodeStats`])
 /// and, for requests, sent back to the asker.
@@ -208,6 +243,63 @@ pub(crate) fn finish_batch(buf: &mut [u8], count: u32) {
     buf[4..8].copy_from_slice(&count.to_le_bytes());
 }
 
+/// Raises the version of the frame begun in `buf` to at least `version` (an entry of a newer
+/// layout was added to it).
+pub(crate) fn raise_version(buf: &mut [u8], version: u8) {
+    if buf[2] < version {
+        buf[2] = version;
+    }
+}
+
+/// Appends a trace field holding `fields` (made with [`put_trace_field`]).
+pub(crate) fn put_trace(buf: &mut Vec<u8>, fields: &[u8]) {
+    debug_assert!(fields.len() <= MAX_TRACE_BYTES);
+    buf.extend_from_slice(&(fields.len() as u16).to_le_bytes());
+    buf.extend_from_slice(fields);
+}
+
+/// Appends one key and value to the fields of a trace field. Returns false, and appends
+/// nothing, if they would take the fields past [`MAX_TRACE_BYTES`] (or the key past 255 bytes).
+pub fn put_trace_field(fields: &mut Vec<u8>, key: &str, value: &str) -> bool {
+    let size = 1 + key.len() + 2 + value.len();
+    if key.len() > u8::MAX as usize || fields.len() + size > MAX_TRACE_BYTES {
+        return false;
+    }
+    fields.push(key.len() as u8);
+    fields.extend_from_slice(key.as_bytes());
+    fields.extend_from_slice(&(value.len() as u16).to_le_bytes());
+    fields.extend_from_slice(value.as_bytes());
+    true
+}
+
+/// The keys and values in the fields of a trace field, or what is wrong with them. Never
+/// reads past their end.
+pub fn trace_fields(fields: &[u8]) -> Result<Vec<(&str, &str)>, String> {
+    if fields.len() > MAX_TRACE_BYTES {
+        return Err(format!(
+            "a trace of {} bytes, over the limit of {MAX_TRACE_BYTES}",
+            fields.len()
+        ));
+    }
+    fn text(bytes: &[u8]) -> Result<&str, String> {
+        std::str::from_utf8(bytes).map_err(|_| "a trace field is not UTF-8".to_string())
+    }
+    let mut reader = Reader { rest: fields };
+    let mut found = Vec::new();
+    while !reader.rest.is_empty() {
+        let key_len = reader.u8("trace key length").map_err(|r| r.detail)? as usize;
+        let key = text(reader.bytes(key_len, "trace key").map_err(|r| r.detail)?)?;
+        let value_len = reader.u16("trace value length").map_err(|r| r.detail)? as usize;
+        let value = text(
+            reader
+                .bytes(value_len, "trace value")
+                .map_err(|r| r.detail)?,
+        )?;
+        found.push((key, value));
+    }
+    Ok(found)
+}
+
 pub(crate) fn put_tag(buf: &mut Vec<u8>, name: &str, version: u16) {
     debug_assert!(name.len() <= u8::MAX as usize);
     buf.push(name.len() as u8);
@@ -260,12 +352,13 @@ pub(crate) fn put_err(buf: &mut Vec<u8>, id: u64, code: u8, detail: &str) {
 
 /// A frame's header, checked.
 pub(crate) struct Frame<'a> {
+    pub(crate) version: u8,
     pub(crate) kind: Kind,
     pub(crate) body: Reader<'a>,
 }
 
-/// Checks the magic, version and kind of a frame.
-pub(crate) fn open(bytes: &[u8], version: u8) -> Result<Frame<'_>, Refusal> {
+/// Checks the magic, version (one of `reads`) and kind of a frame.
+pub(crate) fn open(bytes: &[u8], reads: RangeInclusive<u8>) -> Result<Frame<'_>, Refusal> {
     if bytes.len() < 4 {
         return Err(Refusal::new(
             RefusalKind::Truncated,
@@ -280,11 +373,16 @@ pub(crate) fn open(bytes: &[u8], version: u8) -> Result<Frame<'_>, Refusal> {
     }
     // A Refused frame has the same layout in every version, so that a peer speaking another
     // version can read why it was refused.
-    if bytes[2] != version && bytes[3] != Kind::Refused as u8 {
+    if !reads.contains(&bytes[2]) && bytes[3] != Kind::Refused as u8 {
+        let speaks = if reads.start() == reads.end() {
+            format!("version {}", reads.start())
+        } else {
+            format!("versions {} to {}", reads.start(), reads.end())
+        };
         return Err(Refusal::new(
             RefusalKind::WireVersion,
             format!(
-                "the frame has wire version {}, this node speaks version {version}",
+                "the frame has wire version {}, this node speaks {speaks}",
                 bytes[2]
             ),
         ));
@@ -303,6 +401,7 @@ pub(crate) fn open(bytes: &[u8], version: u8) -> Result<Frame<'_>, Refusal> {
         }
     };
     Ok(Frame {
+        version: bytes[2],
         kind,
         body: Reader { rest: &bytes[4..] },
     })
@@ -377,6 +476,12 @@ impl<'a> Reader<'a> {
         self.bytes(len, "payload")
     }
 
+    /// A trace field: its fields, unread (see [`trace_fields`]).
+    pub(crate) fn trace(&mut self) -> Result<&'a [u8], Refusal> {
+        let len = self.u16("trace length")? as usize;
+        self.bytes(len, "trace")
+    }
+
     pub(crate) fn short_text(&mut self, what: &str) -> Result<String, Refusal> {
         let len = self.u16(what)? as usize;
         Ok(String::from_utf8_lossy(self.bytes(len, what)?).into_owned())
@@ -401,7 +506,7 @@ mod tests {
         put_tag(&mut buf, "t", 3);
         put_payload(&mut buf, &(7u32, String::from("seven"))).unwrap();
         finish_batch(&mut buf, 1);
-        let mut frame = open(&buf, WIRE_VERSION).unwrap();
+        let mut frame = open(&buf, MIN_WIRE_VERSION..=WIRE_VERSION).unwrap();
         assert_eq!(frame.kind, Kind::Batch);
         assert_eq!(frame.body.u32("count").unwrap(), 1);
         assert_eq!(frame.body.u8("entry").unwrap(), ENTRY_TELL);
@@ -413,7 +518,7 @@ mod tests {
 
         // Every prefix of the frame is refused as truncated or malformed, never read past.
         for cut in 0..buf.len() {
-            let Ok(mut frame) = open(&buf[..cut], WIRE_VERSION) else {
+            let Ok(mut frame) = open(&buf[..cut], MIN_WIRE_VERSION..=WIRE_VERSION) else {
                 continue;
             };
             let walk = (|| -> Result<(), Refusal> {
@@ -432,7 +537,7 @@ mod tests {
     fn other_versions_and_oversized_payloads_are_refused() {
         let mut buf = Vec::new();
         start_batch(&mut buf, 9);
-        let Err(refusal) = open(&buf, WIRE_VERSION) else {
+        let Err(refusal) = open(&buf, MIN_WIRE_VERSION..=WIRE_VERSION) else {
             panic!("version 9 accepted")
         };
         assert_eq!(refusal.kind, RefusalKind::WireVersion);
@@ -440,7 +545,97 @@ mod tests {
         put_payload(&mut big, &vec![1u8; 100]).unwrap();
         let mut reader = Reader { rest: &big };
         assert_eq!(reader.payload(10).unwrap_err().kind, RefusalKind::Oversized);
-        assert!(open(b"XX\x01\x01", WIRE_VERSION).is_err());
-        assert!(open(b"TR\x01\x09", WIRE_VERSION).is_err());
+        assert!(open(b"XX\x01\x01", MIN_WIRE_VERSION..=WIRE_VERSION).is_err());
+        assert!(open(b"TR\x01\x09", MIN_WIRE_VERSION..=WIRE_VERSION).is_err());
+    }
+
+    #[test]
+    fn a_version_1_frame_still_reads_and_a_traced_entry_raises_its_frame_to_version_2() {
+        // A version 1 batch as a node of that version writes it, byte for byte.
+        let mut old = b"TR\x01\x01\x01\x00\x00\x00\x01\x01t\x03\x00".to_vec();
+        put_payload(&mut old, &7u32).unwrap();
+        let mut frame = open(&old, MIN_WIRE_VERSION..=WIRE_VERSION).unwrap();
+        assert_eq!((frame.version, frame.kind), (1, Kind::Batch));
+        assert_eq!(frame.body.u32("count").unwrap(), 1);
+        assert_eq!(frame.body.u8("entry").unwrap(), ENTRY_TELL);
+        assert_eq!(frame.body.tag().unwrap(), ("t", 3));
+        assert_eq!(decode::<u32>(frame.body.payload(64).unwrap(), "t"), Ok(7));
+
+        // A batch begins at version 1 and its first traced entry raises it.
+        let mut fields = Vec::new();
+        let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        assert!(put_trace_field(&mut fields, "traceparent", parent));
+        assert!(put_trace_field(&mut fields, "tracestate", "k=v"));
+        let mut buf = Vec::new();
+        start_batch(&mut buf, MIN_WIRE_VERSION);
+        buf.push(ENTRY_TRACED_ASK);
+        buf.extend_from_slice(&9u64.to_le_bytes());
+        put_trace(&mut buf, &fields);
+        put_tag(&mut buf, "t", 1);
+        put_payload(&mut buf, &7u32).unwrap();
+        raise_version(&mut buf, TRACE_VERSION);
+        raise_version(&mut buf, MIN_WIRE_VERSION); // never lowers it
+        finish_batch(&mut buf, 1);
+        let mut frame = open(&buf, MIN_WIRE_VERSION..=WIRE_VERSION).unwrap();
+        assert_eq!(frame.version, TRACE_VERSION);
+        assert_eq!(frame.body.u32("count").unwrap(), 1);
+        assert_eq!(frame.body.u8("entry").unwrap(), ENTRY_TRACED_ASK);
+        assert_eq!(frame.body.u64("id").unwrap(), 9);
+        let trace = frame.body.trace().unwrap();
+        assert_eq!(
+            trace_fields(trace).unwrap(),
+            [("traceparent", parent), ("tracestate", "k=v")]
+        );
+        assert_eq!(frame.body.tag().unwrap(), ("t", 1));
+        assert_eq!(decode::<u32>(frame.body.payload(64).unwrap(), "t"), Ok(7));
+        assert!(frame.body.is_empty());
+        // A node of version 1 refuses it as a whole, and can say why.
+        assert_eq!(
+            open(&buf, 1..=1).err().map(|r| r.kind),
+            Some(RefusalKind::WireVersion)
+        );
+
+        // Cut anywhere, the traced entry is refused, never read past.
+        for cut in 8..buf.len() {
+            let mut frame = open(&buf[..cut], MIN_WIRE_VERSION..=WIRE_VERSION).unwrap();
+            let walk = (|| -> Result<(), Refusal> {
+                frame.body.u32("count")?;
+                frame.body.u8("entry")?;
+                frame.body.u64("id")?;
+                frame.body.trace()?;
+                frame.body.tag()?;
+                frame.body.payload(64)?;
+                Ok(())
+            })();
+            assert!(walk.is_err(), "a frame cut at {cut} was accepted");
+        }
+    }
+
+    #[test]
+    fn trace_fields_that_do_not_read_are_said_so_never_read_past() {
+        assert_eq!(trace_fields(&[]), Ok(vec![]));
+        assert!(trace_fields(&[5, b'a']).is_err()); // a key longer than what is left
+        assert!(trace_fields(&[1, b'a', 9, 0, b'x']).is_err()); // so is the value
+        assert!(trace_fields(&[1, 0xff, 0, 0]).is_err()); // not UTF-8
+        assert!(trace_fields(&[0; MAX_TRACE_BYTES + 1]).is_err());
+        // What does not fit is left out whole.
+        let mut fields = Vec::new();
+        assert!(!put_trace_field(
+            &mut fields,
+            "k",
+            &"v".repeat(MAX_TRACE_BYTES)
+        ));
+        assert!(!put_trace_field(&mut fields, &"k".repeat(256), "v"));
+        assert!(fields.is_empty());
+        // Any bytes at all: an answer, never a panic.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 24) as usize;
+            let bytes: Vec<u8> = (0..len).map(|i| (seed >> (i % 8 * 8)) as u8 % 8).collect();
+            let _ = trace_fields(&bytes);
+        }
     }
 }

@@ -80,6 +80,12 @@ impl<A: Accepts<M, K>, M: Message, K: Kind> Deliver<A> for Piped<M, K> {
             self.me.signal(Signal::PipeEnded);
         }
     }
+
+    /// The message's type, not this wrapper's: its span and its handler time are the
+    /// message's, as for a tell.
+    fn message_name(&self) -> &'static str {
+        std::any::type_name::<M>()
+    }
 }
 
 /// A piped future dropped before it finished (it panicked, or its runtime shut down).

@@ -26,3 +26,4 @@ mod simulation;
 mod state_machine;
 mod supervision;
 mod tokio_service;
+mod trace_spans;

@@ -2,7 +2,8 @@
 //! `scripts/install-nats-server.sh` when missing): tell and ask across nodes and processes,
 //! ordering, batching, watch, typed errors, hostile frames, bounded work per frame and per
 //! sender, and the server's users, permissions and TLS. Every server here lets in only the
-//! users of the test (nkeys made at run time).
+//! users of the test (nkeys made at run time). The trace contexts that travel with messages
+//! have a module of their own (`trace`).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +18,8 @@ use troupe_remote::wire::WIRE_VERSION;
 use troupe_remote::{
     Credentials, Down, Node, NodeOptions, RefusalKind, RemoteError, RemoteMessage,
 };
+
+mod trace;
 
 #[derive(Message, Serialize, Deserialize, Debug)]
 struct Add(u64);
