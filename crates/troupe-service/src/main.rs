@@ -20,6 +20,8 @@ struct Options {
     console: Option<SocketAddr>,
     /// Serve `GET /metrics`.
     metrics: bool,
+    /// Trace every request and message, printing the spans.
+    trace_stdout: bool,
 }
 
 fn options_from_args() -> Result<Options> {
@@ -27,6 +29,7 @@ fn options_from_args() -> Result<Options> {
     let mut port = 3000u16;
     let mut console = None;
     let mut metrics = false;
+    let mut trace_stdout = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--port" => {
@@ -46,8 +49,11 @@ fn options_from_args() -> Result<Options> {
                 console = Some(addr);
             }
             "--metrics" => metrics = true,
+            "--trace-stdout" => trace_stdout = true,
             "-h" | "--help" => {
-                println!("troupe-service [--port PORT] [--console ADDR] [--metrics]");
+                println!(
+                    "troupe-service [--port PORT] [--console ADDR] [--metrics] [--trace-stdout]"
+                );
                 println!(
                     "  --port PORT     serve on 127.0.0.1:PORT (default 3000; 0 picks a free port)"
                 );
@@ -65,6 +71,7 @@ fn options_from_args() -> Result<Options> {
         port,
         console,
         metrics,
+        trace_stdout,
     })
 }
 
@@ -74,12 +81,19 @@ async fn main() -> Result<()> {
         port,
         console,
         metrics,
+        trace_stdout,
     } = options_from_args()?;
     let mut builder = System::builder().tokio_handle(tokio::runtime::Handle::current());
     if console.is_some() || metrics {
         // The console and the metrics read what an observed system keeps of its actors.
         builder = builder.observe();
     }
+    let tracing = if trace_stdout {
+        builder = builder.trace_messages();
+        Some(install_stdout_tracing()?)
+    } else {
+        None
+    };
     let prometheus = if metrics {
         Some(
             metrics_exporter_prometheus::PrometheusBuilder::new()
@@ -116,5 +130,22 @@ async fn main() -> Result<()> {
     if let Some(console) = console {
         console.shutdown().context("stopping the console")?;
     }
+    if let Some(provider) = tracing {
+        provider.shutdown().context("flushing the spans")?;
+    }
     Ok(())
+}
+
+/// Sends every `tracing` span (the requests', and each message's: `trace_messages`) through
+/// OpenTelemetry to its stdout exporter, which prints each span as it ends.
+fn install_stdout_tracing() -> Result<opentelemetry_sdk::trace::SdkTracerProvider> {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt;
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_simple_exporter(opentelemetry_stdout::SpanExporter::default())
+        .build();
+    let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("troupe-service"));
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+        .context("installing the tracing subscriber")?;
+    Ok(provider)
 }
