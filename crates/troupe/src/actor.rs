@@ -583,6 +583,9 @@ pub(crate) struct Rare<A: Actor> {
     pub(crate) drain: Drain,
     /// Pipes started and not yet delivered (or dropped): a drain waits for them.
     pub(crate) pipes: u32,
+    /// True while the instance that set this actor's timers lives: a restart clears it, so
+    /// the old instance's timers send nothing more (made with the first timer).
+    pub(crate) timers_alive: Option<std::sync::Arc<crate::loom::AtomicBool>>,
 }
 
 /// Where an actor is in a drain (`drain.rs`).
@@ -627,6 +630,7 @@ impl<A: Actor> Default for Rare<A> {
             streams: Vec::new(),
             drain: Drain::No,
             pipes: 0,
+            timers_alive: None,
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::erased::{ErasedCell, ErasedRef};
 use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ParentLink;
+use crate::loom::{AtomicBool, Ordering};
 use crate::runtime::IoTask;
 use crate::signal::Signal;
 use crate::spawn::{self, SpawnOptions};
@@ -624,7 +625,8 @@ impl<A: Actor> Context<A> {
     }
 
     /// Sends `msg` to this actor after `delay` (unless cancelled with
-    /// [`cancel_timer`](Context::cancel_timer)).
+    /// [`cancel_timer`](Context::cancel_timer), and unless this actor is restarted meanwhile:
+    /// a failed instance's timers end with it).
     ///
     /// ```
     /// use std::time::Duration;
@@ -654,9 +656,13 @@ impl<A: Actor> Context<A> {
     {
         let me = self.myself();
         let span = self.sending_span();
+        let alive = self.timers_alive();
         self.cell().shared.system.timers().schedule(
             delay,
             Box::new(move || {
+                if !alive.load(Ordering::Relaxed) {
+                    return;
+                }
                 let _entered = span.as_ref().map(tracing::Span::enter);
                 let _ = me.tell(msg);
             }),
@@ -664,7 +670,9 @@ impl<A: Actor> Context<A> {
     }
 
     /// Sends a message built by `make` to this actor every `period`, the first after one
-    /// period, until cancelled or until this actor stops.
+    /// period, until cancelled, until this actor stops, or until it is restarted (the failed
+    /// instance's timers end with it; the default `restarted` runs `started`, which sets them
+    /// anew).
     ///
     /// ```
     /// use std::time::Duration;
@@ -703,10 +711,14 @@ impl<A: Actor> Context<A> {
     {
         let me = self.myself();
         let span = self.sending_span();
+        let alive = self.timers_alive();
         self.cell().shared.system.timers().schedule_repeating(
             period,
             period,
             Box::new(move || {
+                if !alive.load(Ordering::Relaxed) {
+                    return false;
+                }
                 let _entered = span.as_ref().map(tracing::Span::enter);
                 me.tell(make()).is_ok()
             }),
@@ -1035,6 +1047,17 @@ impl<A: Actor> Context<A> {
 }
 
 impl<A: Actor> Context<A> {
+    /// The flag that this instance's timers check before they send: cleared when the actor is
+    /// restarted, so a timer set by a failed instance does not reach its successor (which sets
+    /// its own in `restarted`, as `started` set them). Relaxed: a restart and a timer racing
+    /// may let one last message through, as if it had fired just before.
+    fn timers_alive(&mut self) -> Arc<AtomicBool> {
+        self.rare_mut()
+            .timers_alive
+            .get_or_insert_with(|| Arc::new(AtomicBool::new(true)))
+            .clone()
+    }
+
     /// With `trace_messages`, the span that what this actor sends later (a timer's message, a
     /// piped result, a stream's items, an await's continuation) is parented to: the current
     /// one, the handler's.

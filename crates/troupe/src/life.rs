@@ -666,6 +666,10 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
     }
     let rare = state.ctx.rare_mut();
     rare.awaiting = None;
+    // The old instance's timers end with it; the new one sets its own (`restarted`).
+    if let Some(alive) = rare.timers_alive.take() {
+        alive.store(false, Ordering::Relaxed);
+    }
     // The old instance may be inconsistent (it panicked): dropped without hooks. (An actor
     // restarted before its first turn is simply built anew; `restarted` runs in place of
     // `started`.)

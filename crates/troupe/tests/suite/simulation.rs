@@ -595,3 +595,63 @@ fn the_determinism_check_names_the_step_where_two_runs_of_a_seed_part() {
     assert!(found.nondeterministic_at.is_some(), "{found}");
     assert!(found.to_string().contains("NOT DETERMINISTIC"), "{found}");
 }
+
+/// Ticks every 10 ms from `started`; panics on `Crash`. Counts its ticks in a shared total.
+struct Ticker {
+    ticks: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+impl Actor for Ticker {
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.send_interval(Duration::from_millis(10), || Tick);
+        ctx.send_after(Duration::from_millis(25), Tick);
+    }
+}
+#[derive(Message)]
+struct Tick;
+impl Handler<Tick> for Ticker {
+    fn handle(&mut self, _: Tick, _: &mut Context<Self>) {
+        self.ticks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+#[derive(Message)]
+struct Crash;
+impl Handler<Crash> for Ticker {
+    fn handle(&mut self, _: Crash, _: &mut Context<Self>) {
+        panic!("crash (on purpose)");
+    }
+}
+
+/// A restarted actor's `started` sets its timers anew; the failed instance's must stop, or each
+/// restart adds another interval (found by the console's demo: ticks per second grew with
+/// every restart).
+#[test]
+fn a_restart_ends_the_failed_instances_timers() {
+    use std::sync::atomic::Ordering;
+    let sim = Simulation::new(5);
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = ticks.clone();
+    let ticker = sim.system().spawn_supervised(
+        move || Ticker {
+            ticks: counted.clone(),
+        },
+        troupe::SpawnOptions::new(),
+    );
+    let rate = |sim: &Simulation| {
+        let before = ticks.load(Ordering::Relaxed);
+        sim.advance(Duration::from_millis(1_000));
+        ticks.load(Ordering::Relaxed) - before
+    };
+    // 100 ticks a second, the one-off tick in the first second.
+    assert_eq!(rate(&sim), 101);
+    for restart in 1..=3 {
+        ticker.tell(Crash).unwrap();
+        sim.run_until_idle();
+        let ticked = rate(&sim);
+        // Still one interval (and the new instance's one-off), not `restart + 1` of them.
+        assert!(
+            (100..=102).contains(&ticked),
+            "after restart {restart}: {ticked} ticks"
+        );
+    }
+}
