@@ -112,12 +112,14 @@ impl Handler<Crash> for Worker {
     }
 }
 
+/// Answers only once the test lets it (so a timeout always comes first, however late the
+/// timer thread runs on a busy machine).
 #[derive(Message)]
 #[reply(())]
-struct Slow;
+struct Slow(std::sync::Mutex<std::sync::mpsc::Receiver<()>>);
 impl Handler<Slow> for Worker {
-    fn handle(&mut self, _: Slow, _: &mut Context<Self>) {
-        std::thread::sleep(Duration::from_millis(20));
+    fn handle(&mut self, slow: Slow, _: &mut Context<Self>) {
+        let _ = slow.0.lock().unwrap().recv();
     }
 }
 
@@ -131,7 +133,7 @@ impl Actor for Parent {
 }
 
 fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !check() {
         assert!(Instant::now() < deadline, "never: {what}");
         std::thread::sleep(Duration::from_millis(5));
@@ -194,7 +196,15 @@ fn an_observed_system_records_named_metrics_and_publishes_its_gauges() {
     let slow = system
         .spawn_named("slow", SpawnOptions::new(), || Worker)
         .unwrap();
-    let _ = slow.ask_timeout(Slow, Duration::from_millis(1)).wait();
+    let (release, held) = std::sync::mpsc::channel();
+    let timed_out = slow
+        .ask_timeout(Slow(std::sync::Mutex::new(held)), Duration::from_millis(1))
+        .wait();
+    assert_eq!(
+        timed_out,
+        Err(troupe::AskError::Timeout(Duration::from_millis(1)))
+    );
+    release.send(()).unwrap();
     let slow_labels = [sys, ("name", "slow")];
     eventually("a timeout counted", || {
         counter("troupe_asks_timed_out_total", &slow_labels) == 1
