@@ -12,6 +12,7 @@ mod router;
 mod features;
 mod remote;
 mod report;
+mod observe;
 mod ring;
 mod sim;
 mod spawn;
@@ -140,6 +141,16 @@ enum Command {
         /// Actors spawned (1-20000000; 216-232 bytes each).
         #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=20_000_000))]
         actors: u64,
+    },
+    /// An observed system of N idle actors: the time to read a page of them, a page from the
+    /// middle, one by id, all of them page by page, and the handler times over all.
+    Observe {
+        /// Idle actors (2-20000000).
+        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(2..=20_000_000))]
+        actors: u64,
+        /// Actors per page (1-10000).
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        page: u64,
     },
     /// Seed 002: P producers tell K messages each to one counting actor, then ask for the sum.
     Counter {
@@ -509,6 +520,12 @@ fn run() -> Result<()> {
                 },
             )
         }
+        Command::Observe { actors, page } => observe::run(
+            &runner,
+            config.workers,
+            if quick { actors.min(10_000) } else { actors } as usize,
+            page as usize,
+        ),
         Command::Spawn { actors } => spawn::run(
             &runner,
             &config,

@@ -129,15 +129,21 @@ fn send_payload<A: Actor, P: Deliver<A>>(
     count_refusal: bool,
 ) -> Result<(), Refused<P>> {
     // One pointer read decides: an actor with no extras (unbounded, not observed, nothing
-    // watching it) takes the plain path.
-    match cell.shared.extras.get() {
-        None => cell.push(payload).map_err(Refused::Stopped),
-        Some(extras) => send_with_extras(cell, extras, payload, count_refusal),
+    // watching it), or with extras but neither bound nor watch, takes the plain path. One call
+    // site of `push` for `P`, so it stays inlined here.
+    if let Some(extras) = cell.shared.extras.get() {
+        if extras.bound.is_some() || extras.watch.is_some() {
+            return send_with_extras(cell, extras, payload, count_refusal);
+        }
     }
+    cell.push(payload).map_err(Refused::Stopped)
 }
 
-/// `send_payload` to an actor that has extras: a bounded mailbox's admission, and an observed
-/// system's wrapping (`observe.rs`).
+/// `send_payload` to a bounded or an observed actor: the admission of its bounded mailbox,
+/// the wrapping of an observed system (`observe.rs`). Kept out of line: the plain path stays
+/// as small as it was.
+#[cold]
+#[inline(never)]
 fn send_with_extras<A: Actor, P: Deliver<A>>(
     cell: &ActorCell<A>,
     extras: &Extras,
@@ -155,12 +161,11 @@ fn send_with_extras<A: Actor, P: Deliver<A>>(
             Refused::Full(observed) => Refused::Full(observed.into_inner()),
         });
     }
-    match &extras.bound {
-        None => cell.push(payload).map_err(Refused::Stopped),
-        Some(bound) => send_bounded(cell, bound, payload, count_refusal),
-    }
+    let bound = extras.bound.as_ref().expect("a bounded or an observed actor");
+    send_bounded(cell, bound, payload, count_refusal)
 }
 
+/// Sends to a bounded mailbox: past its admission counter.
 #[cold]
 fn send_bounded<A: Actor, P: Deliver<A>>(
     cell: &ActorCell<A>,
