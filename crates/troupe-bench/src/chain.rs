@@ -30,9 +30,9 @@ impl Mode {
         }
     }
 
-    fn contender(self, placement: Placement) -> &'static str {
+    fn contender(self, config: &SystemConfig, placement: Placement) -> &'static str {
         match self {
-            Mode::Actors => crate::ring::contender(placement),
+            Mode::Actors => config.contender(placement),
             Mode::Threads => "os-threads",
         }
     }
@@ -131,7 +131,7 @@ pub fn run(
     runner.emit(&Record::new(
         "chain",
         "elapsed",
-        mode.contender(placement),
+        mode.contender(config, placement),
         params,
         "ms",
         elapsed,

@@ -134,7 +134,7 @@ pub fn run(
         runner.emit(&Record::new(
             "counter",
             "throughput",
-            crate::ring::contender(placement),
+            config.contender(placement),
             params,
             "msgs/s",
             throughput,

@@ -311,6 +311,17 @@ impl SystemConfig {
         Ok(builder.build()?)
     }
 
+    /// The contender a record of this configuration is of: `troupe`, `troupe-thread`, or, when
+    /// observed, `troupe-observed` or `troupe-traced` (the names `compare` runs them under).
+    pub fn contender(&self, placement: Placement) -> &'static str {
+        match (placement, self.observe) {
+            (Placement::Thread, _) => "troupe-thread",
+            (_, ObserveArg::On) => "troupe-observed",
+            (_, ObserveArg::Spans) => "troupe-traced",
+            (_, ObserveArg::Off) => "troupe",
+        }
+    }
+
     pub fn notes(&self) -> String {
         let observed = match self.observe {
             ObserveArg::Off => "",

@@ -59,7 +59,10 @@ pub fn run(runner: &Runner, workers: usize, actors: usize, page: usize) -> Resul
     let label = format!("observe {actors}");
     let [first, mid, one, all, sums] = runner.measure(&label, || {
         let (first, listed) = timed(|| Ok(system.actors(None, page)?))?;
-        ensure!(listed.actors.len() == page.min(actors), "a short first page");
+        ensure!(
+            listed.actors.len() == page.min(actors),
+            "a short first page"
+        );
         let (mid, listed) = timed(|| Ok(system.actors(Some(middle), page)?))?;
         ensure!(
             listed.actors.first().map(|a| a.id) == addrs.get(actors / 2 + 1).map(Addr::id),

@@ -145,7 +145,7 @@ pub fn run(runner: &Runner, config: &SystemConfig, p: RingParams) -> Result<()> 
 
     let contender = match p.bounded {
         Some(_) => "troupe-bounded",
-        None => contender(p.placement),
+        None => config.contender(p.placement),
     };
     let params = match p.bounded {
         Some(capacity) => json!({"actors": p.actors, "rounds": p.rounds, "capacity": capacity}),
@@ -179,13 +179,6 @@ pub fn run(runner: &Runner, config: &SystemConfig, p: RingParams) -> Result<()> 
         &notes,
     ))?;
     Ok(())
-}
-
-pub fn contender(placement: Placement) -> &'static str {
-    match placement {
-        Placement::Thread => "troupe-thread",
-        _ => "troupe",
-    }
 }
 
 fn build_ring(system: &System, p: RingParams) -> Result<(Vec<Addr<Node>>, Duration)> {

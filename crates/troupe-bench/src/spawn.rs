@@ -98,7 +98,7 @@ pub fn run(runner: &Runner, config: &SystemConfig, actors: usize) -> Result<()> 
     runner.emit(&Record::new(
         "spawn",
         "spawn_time",
-        "troupe",
+        config.contender(troupe::Placement::Pool),
         params.clone(),
         "us/actor",
         per_actor,
@@ -107,7 +107,7 @@ pub fn run(runner: &Runner, config: &SystemConfig, actors: usize) -> Result<()> 
     runner.emit(&Record::new(
         "spawn",
         "memory",
-        "troupe",
+        config.contender(troupe::Placement::Pool),
         params,
         "bytes/actor",
         memory,

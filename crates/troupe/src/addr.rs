@@ -161,7 +161,10 @@ fn send_with_extras<A: Actor, P: Deliver<A>>(
             Refused::Full(observed) => Refused::Full(observed.into_inner()),
         });
     }
-    let bound = extras.bound.as_ref().expect("a bounded or an observed actor");
+    let bound = extras
+        .bound
+        .as_ref()
+        .expect("a bounded or an observed actor");
     send_bounded(cell, bound, payload, count_refusal)
 }
 

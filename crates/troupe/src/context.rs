@@ -17,6 +17,7 @@ use crate::failure::StopReason;
 use crate::id::ActorId;
 use crate::life::ParentLink;
 use crate::loom::{AtomicBool, Ordering};
+use crate::observe::{Cause, InCause};
 use crate::runtime::IoTask;
 use crate::signal::Signal;
 use crate::spawn::{self, SpawnOptions};
@@ -663,7 +664,7 @@ impl<A: Actor> Context<A> {
                 if !alive.load(Ordering::Relaxed) {
                     return;
                 }
-                let _entered = span.as_ref().map(tracing::Span::enter);
+                let _entered = span.as_ref().map(Cause::enter);
                 let _ = me.tell(msg);
             }),
         )
@@ -719,7 +720,7 @@ impl<A: Actor> Context<A> {
                 if !alive.load(Ordering::Relaxed) {
                     return false;
                 }
-                let _entered = span.as_ref().map(tracing::Span::enter);
+                let _entered = span.as_ref().map(Cause::enter);
                 me.tell(make()).is_ok()
             }),
         )
@@ -870,14 +871,19 @@ impl<A: Actor> Context<A> {
                 self.rare_mut().pipes += 1;
                 let guard = PipeGuard::new(me);
                 let span = self.sending_span();
-                self.cell()
-                    .shared
-                    .system
-                    .spawn_io(in_span(span, async move {
-                        let output = future.await;
-                        let me = guard.disarm();
-                        let _ = me.push_payload(Piped::<M, K>::new(map(output), me.erased()));
-                    }));
+                let piped = async move {
+                    let output = future.await;
+                    let me = guard.disarm();
+                    let _ = me.push_payload(Piped::<M, K>::new(map(output), me.erased()));
+                };
+                let system = &self.cell().shared.system;
+                match span {
+                    None => drop(system.spawn_io(piped)),
+                    Some(cause) => drop(system.spawn_io(InCause {
+                        cause,
+                        future: Box::pin(piped),
+                    })),
+                }
             }
             Err(_) => {}
         }
@@ -943,21 +949,23 @@ impl<A: Actor> Context<A> {
     {
         let me = self.myself();
         let span = self.sending_span();
-        let task = self
-            .cell()
-            .shared
-            .system
-            .spawn_io(in_span(span, async move {
-                let mut stream = std::pin::pin!(stream);
-                while let Some(item) =
-                    std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await
-                {
-                    // Handled (or the actor gone) before the next item is pulled.
-                    if me.ask(map(item)).await.is_err() && me.is_stopped() {
-                        break;
-                    }
+        let pulled = async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
+                // Handled (or the actor gone) before the next item is pulled.
+                if me.ask(map(item)).await.is_err() && me.is_stopped() {
+                    break;
                 }
-            }));
+            }
+        };
+        let system = &self.cell().shared.system;
+        let task = match span {
+            None => system.spawn_io(pulled),
+            Some(cause) => system.spawn_io(InCause {
+                cause,
+                future: Box::pin(pulled),
+            }),
+        };
         // Kept by the actor too: the stream ends when the actor stops, not at its next item.
         self.keep_stream(task.clone());
         StreamHandle { task }
@@ -1029,7 +1037,7 @@ impl<A: Actor> Context<A> {
                     .expect("a Resume carries the output of its own await");
                 // The continuation runs in the span of the handler that began the await, and
                 // its asks count as this actor's waits.
-                let _entered = span.as_ref().map(tracing::Span::enter);
+                let _entered = span.as_ref().map(Cause::enter);
                 let _handling = observed.then(|| crate::watch::handle_as(ctx.id()));
                 then(actor, ctx, *output);
             }),
@@ -1058,22 +1066,12 @@ impl<A: Actor> Context<A> {
             .clone()
     }
 
-    /// With `trace_messages`, the span that what this actor sends later (a timer's message, a
-    /// piped result, a stream's items, an await's continuation) is parented to: the current
-    /// one, the handler's.
-    fn sending_span(&self) -> Option<tracing::Span> {
+    /// With `trace_messages`, what this actor sends later (a timer's message, a piped result,
+    /// a stream's items, an await's continuation) is caused by: the handler running now.
+    fn sending_span(&self) -> Option<Cause> {
         let observer = self.cell().shared.system.observer()?;
-        observer.spans.then(tracing::Span::current)
+        observer.spans.then(Cause::current)
     }
-}
-
-/// `future`, run inside `span` if there is one (a disabled span costs a check per poll).
-fn in_span<F: Future<Output = ()>>(
-    span: Option<tracing::Span>,
-    future: F,
-) -> tracing::instrument::Instrumented<F> {
-    use tracing::Instrument;
-    future.instrument(span.unwrap_or_else(tracing::Span::none))
 }
 
 /// Held by a piped future: tells its actor [`PipeGone`] if dropped before [`disarm`]ed.

@@ -68,6 +68,7 @@ pub use id::ActorId;
 pub use inspect::MAX_PAGE;
 pub use metrics::{ActorMetrics, PoolMetrics};
 pub use names::RegistryError;
+pub use observe::TRACE_DEPTH;
 pub use reply::{Ask, Deferred};
 pub use router::{NoRoutees, Router};
 pub use spawn::{Placement, SpawnOptions};

@@ -13,12 +13,82 @@ use crate::raw::{Deliver, Discard};
 use crate::reply::Ask;
 use crate::watch::{self, ActorWatch, Observer};
 
-/// A message to an observed actor: the payload, its type's name, and the span it was sent
-/// from (with `trace_messages`).
+/// How many messages, each caused by the one before, one trace follows: the handler of a
+/// message further down such a chain starts a trace of its own, linked to the one it came from
+/// (`follows_from`). A message loop (a ring, a ping-pong, an actor that tells itself) would
+/// otherwise make one endless trace in which no span can close, since a subscriber keeps a
+/// span open while it has children: the registry's memory grows without end, and closing the
+/// chain at last recurses once per span (a stack overflow at a ring's 100,000 hops).
+pub const TRACE_DEPTH: u32 = 64;
+
+thread_local! {
+    /// Where in its causal chain the code running on this thread is: the depth of the message
+    /// whose handler runs, or of the one whose timer, pipe or continuation runs (0 elsewhere).
+    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// What a message (or a timer, a pipe, a continuation) was caused by: the span it was sent
+/// from and its depth in the chain of causes.
+pub(crate) struct Cause {
+    span: tracing::Span,
+    depth: u32,
+}
+
+impl Cause {
+    /// The code running on this thread.
+    pub(crate) fn current() -> Self {
+        Self {
+            span: tracing::Span::current(),
+            depth: DEPTH.with(std::cell::Cell::get),
+        }
+    }
+
+    /// Runs as this cause until the guard drops: its span entered, its depth this thread's.
+    pub(crate) fn enter(&self) -> Entered<'_> {
+        Entered {
+            _span: self.span.enter(),
+            depth_before: DEPTH.with(|d| d.replace(self.depth)),
+        }
+    }
+}
+
+/// See [`Cause::enter`].
+pub(crate) struct Entered<'a> {
+    _span: tracing::span::Entered<'a>,
+    depth_before: u32,
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(self.depth_before));
+    }
+}
+
+/// A future run as a cause (`pipe`, an attached stream): entered at every poll.
+pub(crate) struct InCause<F> {
+    pub(crate) cause: Cause,
+    pub(crate) future: std::pin::Pin<Box<F>>,
+}
+
+impl<F: std::future::Future> std::future::Future for InCause<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = &mut *self;
+        let _entered = this.cause.enter();
+        this.future.as_mut().poll(cx)
+    }
+}
+
+/// A message to an observed actor: the payload, its type's name, and what it was sent from
+/// (with `trace_messages`).
 pub(crate) struct Observed<P> {
     inner: P,
     message: &'static str,
-    parent: Option<tracing::Span>,
+    parent: Option<Cause>,
     /// Counts the message as a dead letter if its actor stops before taking it.
     observer: Arc<Observer>,
 }
@@ -34,7 +104,7 @@ impl<P> Observed<P> {
         Self {
             inner: payload,
             message,
-            parent: watch.observer.spans.then(tracing::Span::current),
+            parent: watch.observer.spans.then(Cause::current),
             observer: watch.observer.clone(),
         }
     }
@@ -65,18 +135,34 @@ impl<A: Actor, P: Deliver<A>> Deliver<A> for Observed<P> {
         drop(observer);
         let cell = ctx.cell().clone();
         let id = cell.id();
-        let span = parent.map(|parent| {
+        let cause = parent.map(|parent| {
             let actor_type = std::any::type_name::<A>();
-            tracing::info_span!(
-                parent: &parent,
-                "troupe.handle",
-                otel.name = format!("{} {}", short(actor_type), short(message)),
-                actor = %id,
-                actor_type,
-                message,
-            )
+            let name = format!("{} {}", short(actor_type), short(message));
+            let depth = parent.depth + 1;
+            if depth <= TRACE_DEPTH {
+                let span = tracing::info_span!(
+                    parent: &parent.span,
+                    "troupe.handle",
+                    otel.name = name,
+                    actor = %id,
+                    actor_type,
+                    message,
+                );
+                Cause { span, depth }
+            } else {
+                let span = tracing::info_span!(
+                    parent: None,
+                    "troupe.handle",
+                    otel.name = name,
+                    actor = %id,
+                    actor_type,
+                    message,
+                );
+                span.follows_from(&parent.span);
+                Cause { span, depth: 0 }
+            }
         });
-        let _entered = span.as_ref().map(tracing::Span::enter);
+        let _entered = cause.as_ref().map(Cause::enter);
         let _handling = watch::handle_as(id);
         let started = Instant::now();
         inner.deliver(actor, ctx);

@@ -35,6 +35,8 @@ struct Serial(u64);
 struct Recorded {
     next: u64,
     spans: Vec<Seen>,
+    /// Serial numbers of the spans closed.
+    closed: std::collections::HashSet<u64>,
 }
 
 /// Records every span made (events are off: the layer wants none of them).
@@ -84,6 +86,14 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
         });
         drop(recorded);
         span.extensions_mut().insert(Serial(serial));
+    }
+
+    fn on_close(&self, id: Id, ctx: LayerContext<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let serial = span.extensions().get::<Serial>().map(|s| s.0);
+        if let Some(serial) = serial {
+            self.0.lock().unwrap().closed.insert(serial);
+        }
     }
 }
 
@@ -306,4 +316,76 @@ fn without_trace_messages_handlers_make_no_spans() {
         "a span under an untraced system's request"
     );
     system.shutdown();
+}
+
+/// Tells itself the next bounce until the count runs out, then tells the test.
+struct Bouncer {
+    done: std::sync::mpsc::Sender<()>,
+}
+impl Actor for Bouncer {}
+
+#[derive(Message)]
+struct Bounce(u32);
+impl Handler<Bounce> for Bouncer {
+    fn handle(&mut self, m: Bounce, ctx: &mut Context<Self>) {
+        if m.0 == 0 {
+            let _ = self.done.send(());
+        } else {
+            ctx.myself().tell(Bounce(m.0 - 1)).unwrap();
+        }
+    }
+}
+
+/// A message loop (an actor telling itself 1,000 times) is cut into traces of at most
+/// `TRACE_DEPTH` messages, each later one following from the one before: no endless trace whose
+/// spans could never close (a ring of 100,000 hops overflowed the stack closing one).
+#[test]
+fn a_message_loop_is_cut_into_traces_that_close() {
+    let recorder = recorder();
+    let system = System::builder()
+        .workers(2)
+        .trace_messages()
+        .build()
+        .unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    let bouncer = system.spawn(Bouncer { done });
+    let start = tracing::info_span!("loop");
+    start.in_scope(|| bouncer.tell(Bounce(1_000)).unwrap());
+    finished.recv_timeout(LONG).expect("the loop ends");
+    drop(start);
+    bouncer.stop();
+    bouncer.stopped().wait().unwrap();
+    system.shutdown();
+    let recorded = recorder.0.lock().unwrap();
+    let bounces: Vec<&Seen> = recorded
+        .spans
+        .iter()
+        .filter(|s| {
+            s.fields
+                .get("message")
+                .is_some_and(|m| m.ends_with("Bounce"))
+        })
+        .collect();
+    assert_eq!(bounces.len(), 1_001);
+    let by_serial: HashMap<u64, &Seen> = recorded.spans.iter().map(|s| (s.serial, s)).collect();
+    let depth = |seen: &Seen| {
+        let mut depth = 0;
+        let mut at = seen.parent;
+        while let Some(parent) = at {
+            depth += 1;
+            at = by_serial.get(&parent).and_then(|p| p.parent);
+        }
+        depth
+    };
+    let deepest = bounces.iter().map(|s| depth(s)).max().unwrap();
+    // The first trace hangs under the test's span; the later ones start at their root.
+    assert_eq!(deepest, troupe::TRACE_DEPTH as usize);
+    let roots = bounces.iter().filter(|s| s.parent.is_none()).count();
+    assert_eq!(roots, 1_001 / (troupe::TRACE_DEPTH as usize + 1));
+    let open: Vec<u64> = bounces
+        .iter()
+        .map(|s| s.serial)
+        .filter(|serial| !recorded.closed.contains(serial))
+        .collect();
+    assert!(open.is_empty(), "{} bounce spans never closed", open.len());
 }
