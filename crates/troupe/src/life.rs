@@ -561,6 +561,13 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
     }
     let discarded = turn.close();
     let (cell, _, state) = turn.parts();
+    // Messages it will never take: an observer's dead letters.
+    if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+        watch
+            .observer
+            .dead_letters
+            .fetch_add(discarded as u64, Ordering::Relaxed);
+    }
     // Its names go now, not when it finishes: a new actor may take them while this one waits
     // for its children.
     if let Some(extras) = cell.shared.extras.get() {

@@ -3,15 +3,11 @@
 //! its delivery records (a span per handled message, the handler's time). The `System` methods
 //! that read what `watch.rs` keeps are in `inspect.rs`.
 
-use std::sync::Arc;
-use std::time::Instant;
-
 use crate::actor::{Actor, Context};
 use crate::id::ActorId;
-use crate::loom::Ordering;
 use crate::raw::{Deliver, Discard};
 use crate::reply::Ask;
-use crate::watch::{self, ActorWatch, Observer};
+use crate::watch::{self, ActorWatch};
 
 /// How many messages, each caused by the one before, one trace follows: the handler of a
 /// message further down such a chain starts a trace of its own, linked to the one it came from
@@ -89,8 +85,6 @@ pub(crate) struct Observed<P> {
     inner: P,
     message: &'static str,
     parent: Option<Cause>,
-    /// Counts the message as a dead letter if its actor stops before taking it.
-    observer: Arc<Observer>,
 }
 
 impl<P> Observed<P> {
@@ -105,7 +99,6 @@ impl<P> Observed<P> {
             inner: payload,
             message,
             parent: watch.observer.spans.then(Cause::current),
-            observer: watch.observer.clone(),
         }
     }
 
@@ -130,9 +123,7 @@ impl<A: Actor, P: Deliver<A>> Deliver<A> for Observed<P> {
             inner,
             message,
             parent,
-            observer,
         } = self;
-        drop(observer);
         let cell = ctx.cell().clone();
         let id = cell.id();
         let cause = parent.map(|parent| {
@@ -164,7 +155,9 @@ impl<A: Actor, P: Deliver<A>> Deliver<A> for Observed<P> {
         });
         let _entered = cause.as_ref().map(Cause::enter);
         let _handling = watch::handle_as(id);
-        let started = Instant::now();
+        // The TSC clock (quanta): a handler's time costs two reads of a few nanoseconds, where
+        // the OS clock took about 23 ns a read here (40 % of an observed ring's time).
+        let started = quanta::Instant::now();
         inner.deliver(actor, ctx);
         let took = started.elapsed();
         if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
@@ -173,11 +166,8 @@ impl<A: Actor, P: Deliver<A>> Deliver<A> for Observed<P> {
     }
 
     fn discard(self, why: Discard) {
-        // Only a message lost to a stopped actor is a dead letter; an overflow is counted by
-        // the bounded mailbox, a crash by the failure.
-        if why == Discard::Stopped {
-            self.observer.dead_letters.fetch_add(1, Ordering::Relaxed);
-        }
+        // A message lost to a stopped actor is counted as a dead letter where its mailbox is
+        // closed (`life.rs`), with the rest.
         self.inner.discard(why);
     }
 
