@@ -20,7 +20,23 @@ fn the_endpoints_describe_the_known_system() {
     let addr = fixture.addr();
     let ids = fixture.ids;
 
-    let overview = get_json(addr, "/api/overview");
+    // A pool's turns are added to its counters in batches by its workers: wait for the first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let overview = loop {
+        let overview = get_json(addr, "/api/overview");
+        let turns = overview["pools"]
+            .as_array()
+            .and_then(|pools| pools.iter().find(|p| p["name"] == "default"))
+            .and_then(|p| p["turns"].as_u64());
+        if turns.is_some_and(|t| t > 0) {
+            break overview;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no turn counted: {overview}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert_eq!(overview["observed_actors"], 6, "{overview}");
     assert_eq!(overview["live_actors"], 6, "{overview}");
     assert_eq!(overview["max_page"], MAX_PAGE);

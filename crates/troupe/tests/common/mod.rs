@@ -66,3 +66,20 @@ pub fn threads_named(prefix: &str) -> usize {
 }
 
 pub const LONG: Duration = Duration::from_secs(30);
+
+/// Silences the panics tests cause on purpose (their message says "on purpose") and only those:
+/// installed once per process over the hook that was there, which still reports every other
+/// panic, so a test that fails in the same binary says why. (A hook that silenced everything,
+/// even for a moment, hid the failures of tests running beside it.)
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn quiet_panics_on_purpose() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.to_string().contains("on purpose") {
+                previous(info);
+            }
+        }));
+    });
+}

@@ -403,7 +403,7 @@ impl Handler<Link> for Watcher {
 
 #[test]
 fn watch_reports_how_an_actor_ended() {
-    std::panic::set_hook(Box::new(|_| {}));
+    crate::common::quiet_panics_on_purpose();
     let system = System::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let watcher = system.spawn(Watcher { seen: seen.clone() });
@@ -431,7 +431,7 @@ fn watch_reports_how_an_actor_ended() {
 
 #[test]
 fn links_propagate_failure_not_normal_stops() {
-    std::panic::set_hook(Box::new(|_| {}));
+    crate::common::quiet_panics_on_purpose();
     let system = System::new();
     let a = system.spawn(Watcher {
         seen: Arc::default(),

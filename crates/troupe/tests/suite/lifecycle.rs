@@ -161,7 +161,7 @@ impl Message for Work {
 impl Handler<Work> for Fragile {
     fn handle(&mut self, msg: Work, _: &mut Context<Self>) -> u64 {
         if msg.0 == 13 {
-            panic!("unlucky message");
+            panic!("unlucky message (on purpose)");
         }
         self.handled += 1;
         self.handled
@@ -185,13 +185,11 @@ fn handler_panic_is_contained() {
     let fragile = system.spawn(Fragile { handled: 0 });
     assert_eq!(fragile.ask(Work(1)).wait_timeout(LONG), Ok(1));
     let worker = fragile.ask(WhichThread).wait_timeout(LONG).unwrap();
-    let previous_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    crate::common::quiet_panics_on_purpose();
     assert_eq!(
         fragile.ask(Work(13)).wait_timeout(LONG),
         Err(AskError::Panicked)
     );
-    std::panic::set_hook(previous_hook);
     wait_for("the failed actor to stop", LONG, || fragile.is_stopped());
     // The single worker survived: a new actor still runs, on the very same thread.
     let healthy = system.spawn(Fragile { handled: 0 });
@@ -214,13 +212,11 @@ fn stopped_after_the_end_is_answered() {
     );
 
     let fragile = system.spawn(Fragile { handled: 0 });
-    let previous_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    crate::common::quiet_panics_on_purpose();
     assert_eq!(
         fragile.ask(Work(13)).wait_timeout(LONG),
         Err(AskError::Panicked)
     );
-    std::panic::set_hook(previous_hook);
     wait_for("the failed actor to stop", LONG, || fragile.is_stopped());
     assert!(matches!(
         fragile.stopped().wait_timeout(LONG),
