@@ -66,6 +66,51 @@ struct Global {
     /// a tracing registry installed to receive them, as an exporter would).
     #[arg(long, global = true, value_enum, default_value_t = ObserveArg::Off)]
     observe: ObserveArg,
+    /// Busy threads (0-64) that spin beside the measurement for the whole run, as other
+    /// programs on a shared machine would: how a scenario (or, with `compare`, every
+    /// contender alike) holds up when the cores are oversubscribed.
+    #[arg(long, global = true, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=64))]
+    contention: u64,
+}
+
+/// `--contention N`: N threads spinning from the start of the run to its end.
+struct Contention {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Contention {
+    fn start(threads: usize) -> Result<Self> {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..threads)
+            .map(|i| {
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name(format!("contention-{i}"))
+                    .spawn(move || {
+                        let mut x = 0u64;
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            for _ in 0..1_000 {
+                                x = std::hint::black_box(
+                                    x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                                );
+                            }
+                        }
+                    })
+                    .context("starting a contention thread")
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self { stop, threads })
+    }
+}
+
+impl Drop for Contention {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// `--observe`.
@@ -296,6 +341,8 @@ pub struct SystemConfig {
     workers: usize,
     throughput: usize,
     observe: ObserveArg,
+    /// Busy threads running beside the measurement (`--contention`).
+    contention: usize,
 }
 
 impl SystemConfig {
@@ -328,8 +375,12 @@ impl SystemConfig {
             ObserveArg::On => ", observed",
             ObserveArg::Spans => ", observed with a span per message",
         };
+        let contention = match self.contention {
+            0 => String::new(),
+            n => format!(", {n} busy threads beside it"),
+        };
         format!(
-            "troupe pool of {} workers, throughput {}{observed}",
+            "troupe pool of {} workers, throughput {}{observed}{contention}",
             self.workers, self.throughput
         )
     }
@@ -370,6 +421,8 @@ fn check_combinations(matches: &clap::ArgMatches, cli: &Cli) -> Result<()> {
             "workers",
             "throughput",
             "placement",
+            "observe",
+            "contention",
         ];
         if let Some(option) = run_options.iter().find(|id| given(id)) {
             bail!("report reads results and runs nothing: --{option} does not apply");
@@ -391,6 +444,18 @@ fn check_combinations(matches: &clap::ArgMatches, cli: &Cli) -> Result<()> {
         };
         if !takes_placement {
             bail!("--placement applies to ring, counter and chain with --mode actors only (not {name})");
+        }
+    }
+    if given("observe") {
+        let takes_observe = matches!(
+            &cli.command,
+            Command::Ring { .. }
+                | Command::Counter { .. }
+                | Command::Spawn { .. }
+                | Command::Fanout { .. }
+        ) || matches!(&cli.command, Command::Chain { mode, .. } if *mode == chain::Mode::Actors);
+        if !takes_observe {
+            bail!("--observe applies to ring, counter, spawn, fanout and chain with --mode actors only (not {name}); compare runs it as the contenders troupe-observed and troupe-traced");
         }
     }
     if let Command::Chain {
@@ -436,7 +501,15 @@ fn run() -> Result<()> {
         workers: g.workers.map_or(cores, |w| w as usize),
         throughput: g.throughput as usize,
         observe: g.observe,
+        contention: g.contention as usize,
     };
+    let _contention = Contention::start(g.contention as usize)?;
+    if g.contention > 0 {
+        eprintln!(
+            "{} busy threads spin beside the measurement until the run ends",
+            g.contention
+        );
+    }
     if g.observe == ObserveArg::Spans {
         // Spans are made only when a subscriber wants them: a registry keeps each span's data
         // from its start to its close, as an exporter's layer sits on.
