@@ -911,7 +911,7 @@ mod loom_reply {
             let drops = Arc::new(AtomicUsize::new(0));
             let (tx, ask) = pair::<Counted>();
             let timer = ask.taker.as_ref().unwrap().timer_filler();
-            let timeout = AskError::Timeout(Duration::from_millis(1), None);
+            let timeout = AskError::Timeout(Duration::from_millis(1));
             let fired = thread::spawn(move || timer.fill(Err(timeout)));
             let reply = Counted(drops.clone());
             let replier = thread::spawn(move || tx.send(reply));
