@@ -11,21 +11,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _, Result};
 use serde_json::json;
-use troupe::{Actor, ActorId, Addr, Context, System};
+use troupe::{ActorId, Addr, System};
 
 use crate::report::{Record, Runner};
 use crate::ring::wait_until;
-
-/// An actor that counts its start and does nothing else.
-struct Idle {
-    started: Arc<AtomicUsize>,
-}
-
-impl Actor for Idle {
-    fn started(&mut self, _: &mut Context<Self>) {
-        self.started.fetch_add(1, Ordering::Relaxed);
-    }
-}
+use crate::spawn::Idle;
 
 /// Microseconds `read` takes.
 fn timed<T>(read: impl FnOnce() -> Result<T>) -> Result<(f64, T)> {

@@ -17,9 +17,9 @@ use crate::report::{rss_bytes, trim_heap, Record, Runner};
 use crate::ring::wait_until;
 use crate::SystemConfig;
 
-/// An actor that does nothing but count its start.
-struct Idle {
-    started: Arc<AtomicUsize>,
+/// An actor that does nothing but count its start (also the population of `observe.rs`).
+pub(crate) struct Idle {
+    pub(crate) started: Arc<AtomicUsize>,
 }
 
 impl Actor for Idle {

@@ -212,7 +212,7 @@ fn ask_cell<A: Accepts<M, K>, M: Message, K: Kind>(cell: &ActorCell<A>, msg: M) 
     };
     match send_payload(cell, request, true) {
         Ok(()) => {
-            if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+            if let Some(watch) = cell.shared.watch() {
                 crate::observe::asked::<M>(watch, cell.id(), &ask);
             }
         }
@@ -245,13 +245,7 @@ impl<A: Actor> Addr<A> {
             return false;
         }
         inner.names.push(name.to_owned());
-        if let Some(watch) = self
-            .cell
-            .shared
-            .extras
-            .get()
-            .and_then(|e| e.watch.as_deref())
-        {
+        if let Some(watch) = self.cell.shared.watch() {
             watch.named(name);
         }
         true
@@ -476,13 +470,7 @@ impl<A: Actor> Addr<A> {
     /// Puts one of the runtime's own payloads (a drain's mark, a pipe's result) in the mailbox,
     /// counted in by a bounded mailbox whatever the room. Gives it back if the actor stopped.
     pub(crate) fn push_payload<P: Deliver<A>>(&self, payload: P) -> Result<(), P> {
-        match self
-            .cell
-            .shared
-            .extras
-            .get()
-            .and_then(|e| e.watch.as_deref())
-        {
+        match self.cell.shared.watch() {
             None => crate::drain::push_own(&self.cell, payload),
             Some(watch) => crate::drain::push_own(&self.cell, Observed::new(payload, watch))
                 .map_err(Observed::into_inner),

@@ -656,7 +656,7 @@ impl<A: Actor> Context<A> {
         M: Message,
     {
         let me = self.myself();
-        let span = self.sending_span();
+        let span = self.sending_cause();
         let alive = self.timers_alive();
         self.cell().shared.system.timers().schedule(
             delay,
@@ -711,7 +711,7 @@ impl<A: Actor> Context<A> {
         M: Message,
     {
         let me = self.myself();
-        let span = self.sending_span();
+        let span = self.sending_cause();
         let alive = self.timers_alive();
         self.cell().shared.system.timers().schedule_repeating(
             period,
@@ -870,7 +870,7 @@ impl<A: Actor> Context<A> {
             Ok(std::task::Poll::Pending) => {
                 self.rare_mut().pipes += 1;
                 let guard = PipeGuard::new(me);
-                let span = self.sending_span();
+                let span = self.sending_cause();
                 let piped = async move {
                     let output = future.await;
                     let me = guard.disarm();
@@ -948,7 +948,7 @@ impl<A: Actor> Context<A> {
         M: Message,
     {
         let me = self.myself();
-        let span = self.sending_span();
+        let span = self.sending_cause();
         let pulled = async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(item) = std::future::poll_fn(|cx| stream.as_mut().poll_next(cx)).await {
@@ -1021,13 +1021,8 @@ impl<A: Actor> Context<A> {
         let rare = self.rare_mut();
         rare.awaits = rare.awaits.wrapping_add(1);
         let id = rare.awaits;
-        let span = self.sending_span();
-        let observed = self
-            .cell()
-            .shared
-            .extras
-            .get()
-            .is_some_and(|e| e.watch.is_some());
+        let span = self.sending_cause();
+        let observed = self.cell().shared.watch().is_some();
         let rare = self.rare_mut();
         rare.awaiting = Some(Box::new(Awaiting {
             id,
@@ -1068,7 +1063,7 @@ impl<A: Actor> Context<A> {
 
     /// With `trace_messages`, what this actor sends later (a timer's message, a piped result,
     /// a stream's items, an await's continuation) is caused by: the handler running now.
-    fn sending_span(&self) -> Option<Cause> {
+    fn sending_cause(&self) -> Option<Cause> {
         let observer = self.cell().shared.system.observer()?;
         observer.spans.then(Cause::current)
     }

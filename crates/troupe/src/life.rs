@@ -57,7 +57,7 @@ use crate::runtime::{RootKey, SystemShared};
 use crate::signal::{Signal, SignalBatch, SignalStack};
 use crate::supervision::children::Decision;
 use crate::supervision::Restart;
-use crate::watch::{Described, LifeState, Listed};
+use crate::watch::{ActorWatch, Described, LifeState, Listed};
 
 /// An actor's cell: the raw cell of the actor type (see `raw/cell.rs`).
 pub(crate) type ActorCell<A> = Cell<A>;
@@ -98,6 +98,12 @@ impl ActorShared {
     #[inline]
     pub(crate) fn bound(&self) -> Option<&Bound> {
         self.extras.get().and_then(|extras| extras.bound.as_ref())
+    }
+
+    /// What an observed system keeps of the actor, if the system is observed.
+    #[inline]
+    pub(crate) fn watch(&self) -> Option<&ActorWatch> {
+        self.extras.get().and_then(|extras| extras.watch.as_deref())
     }
 }
 
@@ -201,7 +207,7 @@ impl<A: Actor> Listed for Cell<A> {
 
 /// Tells an observer where the actor's life is now (only an observed actor has a watch).
 pub(crate) fn publish<A: Actor>(cell: &Cell<A>, life: &Life<A>) {
-    if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+    if let Some(watch) = cell.shared.watch() {
         watch.set_state(match life {
             Life::Starting => LifeState::Starting,
             Life::Running => LifeState::Running,
@@ -390,7 +396,7 @@ fn record_failure<A: Actor>(cell: &Cell<A>, state: &mut ActorState<A>, failure: 
     // An await in progress is abandoned with the instance that started it.
     state.life = Life::Failed(Box::new(failure));
     state.ctx.attention = true;
-    if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+    if let Some(watch) = cell.shared.watch() {
         watch.failed();
     }
 }
@@ -502,7 +508,7 @@ fn on_stop_request<A: Actor>(turn: &mut Turn<'_, '_, A>) {
         });
     if permanent_child && matches!(state.life, Life::Running | Life::Awaiting(_)) {
         state.life = Life::Failed(Box::new(Failure::Exited));
-        if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+        if let Some(watch) = cell.shared.watch() {
             watch.failed();
         }
     } else {
@@ -562,7 +568,7 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
     let discarded = turn.close();
     let (cell, _, state) = turn.parts();
     // Messages it will never take: an observer's dead letters.
-    if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+    if let Some(watch) = cell.shared.watch() {
         watch
             .observer
             .dead_letters
@@ -696,7 +702,7 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
                 .get_or_init()
                 .restarts
                 .fetch_add(1, Ordering::Relaxed);
-            if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+            if let Some(watch) = cell.shared.watch() {
                 watch.restarted();
             }
             tracing::debug!(actor = %cell.id(), "actor restarted");
@@ -707,7 +713,7 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
             state.life = Life::Failed(Box::new(Failure::FactoryPanicked(Failure::from_panic(
                 &*panic,
             ))));
-            if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+            if let Some(watch) = cell.shared.watch() {
                 watch.failed();
             }
         }
@@ -801,7 +807,7 @@ fn finish<A: Actor>(turn: &mut Turn<'_, '_, A>) {
             parent.signal(Signal::ChildStopped { key: *key, reason })
         }
     }
-    if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+    if let Some(watch) = cell.shared.watch() {
         watch.set_state(LifeState::Stopped);
         watch.observer.finished(id);
     }

@@ -128,30 +128,23 @@ impl<A: Actor, P: Deliver<A>> Deliver<A> for Observed<P> {
         let id = cell.id();
         let cause = parent.map(|parent| {
             let actor_type = std::any::type_name::<A>();
-            let name = format!("{} {}", short(actor_type), short(message));
-            let depth = parent.depth + 1;
-            if depth <= TRACE_DEPTH {
-                let span = tracing::info_span!(
-                    parent: &parent.span,
-                    "troupe.handle",
-                    otel.name = name,
-                    actor = %id,
-                    actor_type,
-                    message,
-                );
-                Cause { span, depth }
-            } else {
-                let span = tracing::info_span!(
-                    parent: None,
-                    "troupe.handle",
-                    otel.name = name,
-                    actor = %id,
-                    actor_type,
-                    message,
-                );
+            // Within the depth, a child of its cause's span; past it, the root of a new trace.
+            let (within, depth) = match parent.depth + 1 {
+                depth if depth <= TRACE_DEPTH => (true, depth),
+                _ => (false, 0),
+            };
+            let span = tracing::info_span!(
+                parent: if within { parent.span.id() } else { None },
+                "troupe.handle",
+                otel.name = format!("{} {}", short(actor_type), short(message)),
+                actor = %id,
+                actor_type,
+                message,
+            );
+            if !within {
                 span.follows_from(&parent.span);
-                Cause { span, depth: 0 }
             }
+            Cause { span, depth }
         });
         let _entered = cause.as_ref().map(Cause::enter);
         let _handling = watch::handle_as(id);
@@ -160,7 +153,7 @@ impl<A: Actor, P: Deliver<A>> Deliver<A> for Observed<P> {
         let started = quanta::Instant::now();
         inner.deliver(actor, ctx);
         let took = started.elapsed();
-        if let Some(watch) = cell.shared.extras.get().and_then(|e| e.watch.as_deref()) {
+        if let Some(watch) = cell.shared.watch() {
             watch.handled(message, took);
         }
     }

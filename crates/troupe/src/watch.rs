@@ -562,7 +562,12 @@ impl Observer {
                 since: Instant::now(),
                 open,
             });
-            path(&waits, target, asker)
+            // A cycle needs the target to be waiting itself (most are not).
+            if waits.iter().any(|w| w.asker == target) {
+                path(&waits, target, asker)
+            } else {
+                None
+            }
         };
         if let Some(mut cycle) = cycle {
             // `path` runs from the target back round to the asker; the cycle starts at the asker.
