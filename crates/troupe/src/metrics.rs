@@ -101,6 +101,9 @@ pub struct PoolMetrics {
     pub steals: u64,
     /// Times a worker parked for lack of work.
     pub parks: u64,
+    /// Turns run not by a worker but by a plain thread waiting for a reply, on the actors it
+    /// had scheduled itself and no worker had taken yet (not counted in `turns`).
+    pub helped_turns: u64,
     /// Actors waiting in the pool's global queue.
     pub injected_waiting: usize,
 }

@@ -73,6 +73,7 @@ pub(crate) fn channel<R: Send + 'static>(target: ActorId) -> (ReplySender<R>, As
         Ask {
             taker: Some(taker),
             target,
+            timed: false,
         },
     )
 }
@@ -335,6 +336,9 @@ pub struct Ask<R> {
     taker: Option<Taker<R>>,
     /// The actor asked (a thread-backed actor waiting on itself would never wake).
     target: ActorId,
+    /// Given a deadline (`ask_timeout`): a task awaiting it does not run turns itself, which
+    /// could outlast the deadline (see `poll`).
+    timed: bool,
 }
 
 impl<R> fmt::Debug for Ask<R> {
@@ -370,6 +374,7 @@ impl<R: Send + 'static> Ask<R> {
             }),
         );
         taker.set_timer(timers.clone(), id);
+        self.timed = true;
         if taker.is_filled() {
             // Answered already: the timer has nothing left to do.
             taker.cancel_timer();
@@ -450,7 +455,12 @@ impl<R> Ask<R> {
     pub fn wait(mut self) -> Result<R, AskError> {
         self.check_may_block();
         match role::driver() {
-            None => self.take_taker().wait(),
+            // With a deadline (`ask_timeout`) the thread does not help: a turn run here could
+            // outlast it.
+            None => {
+                let help_with = (!self.timed).then_some(self.target);
+                self.take_taker().wait(help_with)
+            }
             // Without a deadline the simulation runs until the reply is in, or reports that it
             // never can be.
             Some(driver) => self
@@ -523,14 +533,19 @@ impl<R> Future for Ask<R> {
     type Output = Result<R, AskError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        let (timed, target) = (self.timed, self.target);
         let taker = self
             .taker
             .as_mut()
             .expect("`Ask` polled after it completed");
         // A reply that comes within a few microseconds saves the task's runtime a park and a
         // wake-up (`reply/spin.rs`).
-        if !taker.is_filled() {
-            spin::until(|| taker.is_filled());
+        // On a plain thread (a task's runtime is not a troupe pool), the turns it scheduled
+        // itself and no worker has taken yet (the request's own, most often) are run here
+        // rather than waited for (`role::help_until`); not with a deadline, which a turn run
+        // here could outlast.
+        if !taker.is_filled() && !spin::until(|| taker.is_filled()) && !timed {
+            role::help_until(target, &|| taker.is_filled());
         }
         if !taker.poll_filled(cx.waker()) {
             return Poll::Pending;

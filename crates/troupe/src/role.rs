@@ -131,3 +131,33 @@ impl Drop for Driving {
         let _ = DRIVER.try_with(|d| *d.borrow_mut() = before);
     }
 }
+
+/// How a plain thread that waits for a reply from `target` can do the work itself: run the
+/// target's turn if it scheduled it and no worker has taken it yet (`scheduler/external.rs`),
+/// and what that turn wakes, until `done` holds. True if `done` held. Installed by the
+/// scheduler on a thread's first schedule onto a pool; the layers below the scheduler reach it
+/// only here.
+pub(crate) type Help = fn(target: ActorId, done: &dyn Fn() -> bool) -> bool;
+
+thread_local! {
+    static HELP: Cell<Option<Help>> = const { Cell::new(None) };
+}
+
+/// Lets the calling thread help with `help` when it waits (see [`Help`]).
+pub(crate) fn install_help(help: Help) {
+    let _ = HELP.try_with(|h| h.set(Some(help)));
+}
+
+/// A plain thread about to wait for `target` runs its turn, if it scheduled it itself and no
+/// worker has taken it, and what that turn wakes, until `done` holds (see [`Help`]); true if
+/// `done` held. Nothing on a thread that runs actors or drives
+/// a simulation, or that never scheduled onto a pool.
+pub(crate) fn help_until(target: ActorId, done: &dyn Fn() -> bool) -> bool {
+    if runs_actors() || drives_simulation() {
+        return false;
+    }
+    match HELP.try_with(Cell::get) {
+        Ok(Some(help)) => help(target, done),
+        _ => false,
+    }
+}

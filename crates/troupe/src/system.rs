@@ -73,6 +73,8 @@ pub struct SystemBuilder {
     pools: Vec<(String, usize, usize)>,
     /// Observed (`Some`), and with a span per message (`Some(true)`).
     observe: Option<bool>,
+    /// See [`SystemBuilder::waiters_help`].
+    waiters_help: bool,
 }
 
 impl Default for SystemBuilder {
@@ -86,6 +88,7 @@ impl Default for SystemBuilder {
             tokio: None,
             pools: Vec::new(),
             observe: None,
+            waiters_help: true,
         }
     }
 }
@@ -256,6 +259,29 @@ impl SystemBuilder {
         self
     }
 
+    /// Whether a plain thread (or a task of another async runtime) that waits for a reply may
+    /// run, itself, the turn of the actor it asked, when it scheduled that turn and no worker
+    /// has taken it yet: most often the very turn that computes its reply (default: yes).
+    ///
+    /// A waiting thread that helps needs no worker to be woken and is not woken itself, so an
+    /// ask from outside costs no hand-over between threads: on a machine whose cores are all
+    /// busy, where each hand-over waits for the OS to give the woken thread a core, that is the
+    /// difference between millions of asks a second and tens of thousands. Such a turn runs as
+    /// on a worker (in the system's async runtime, a blocking wait inside it refused, a panic
+    /// caught at its end), but on the waiting thread. Say no if handlers depend on running on
+    /// the pool's own threads (their names, thread-locals, CPU affinity). Waits with a deadline
+    /// (`wait_timeout`, an awaited `ask_timeout`) never help (a turn could outlast the
+    /// deadline), nor do actor threads, workers, or anything on the `blocking` pool.
+    ///
+    /// ```
+    /// let system = troupe::System::builder().waiters_help(false).build().unwrap();
+    /// system.shutdown();
+    /// ```
+    pub fn waiters_help(mut self, help: bool) -> Self {
+        self.waiters_help = help;
+        self
+    }
+
     /// Starts the threads (the default pool's, the timer's, and the async runtime's unless one
     /// was given). Every setting is checked first.
     ///
@@ -390,6 +416,7 @@ impl SystemBuilder {
                     throughput,
                     may_block,
                     io: Some(io.clone()),
+                    waiters_help: self.waiters_help,
                 };
                 PoolEntry::new(name, config)
             })
@@ -909,6 +936,7 @@ impl System {
                         turns: c.turns,
                         steals: c.steals,
                         parks: c.parks,
+                        helped_turns: c.helped,
                         injected_waiting: c.injected_waiting,
                     }
                 }

@@ -5,7 +5,7 @@
 //! allocator (one test in this binary, so no other test's allocations are counted).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, System};
@@ -32,18 +32,20 @@ impl Handler<Add> for Sink {
 
 struct Producer(Addr<Sink>);
 impl Actor for Producer {}
-struct Flood(u64);
+/// Told, not asked: a plain thread waiting for a reply would run the producer's turn itself
+/// (helping, see `Ask::wait`), off the pool, where no turn of the sink can be lent.
+struct Flood(u64, mpsc::Sender<usize>);
 impl Message for Flood {
-    type Reply = usize;
+    type Reply = ();
 }
 impl Handler<Flood> for Producer {
-    /// Sends `n` messages; returns the allocations counted while sending them.
-    fn handle(&mut self, msg: Flood, _: &mut Context<Self>) -> usize {
+    /// Sends `n` messages; reports the allocations counted while sending them.
+    fn handle(&mut self, msg: Flood, _: &mut Context<Self>) {
         let before = allocations();
         for _ in 0..msg.0 {
             self.0.tell(Add(1)).unwrap();
         }
-        allocations() - before
+        msg.1.send(allocations() - before).unwrap();
     }
 }
 
@@ -64,9 +66,12 @@ fn a_catch_up_backlog_recycles_its_blocks() {
         }
     };
     // Warm-up: the mailbox allocates the blocks its backlog needs once.
-    let warm_up = producer.ask(Flood(N)).wait().unwrap();
+    let (counted, count) = mpsc::channel();
+    producer.tell(Flood(N, counted.clone())).unwrap();
+    let warm_up = count.recv().unwrap();
     wait(N);
-    let measured = producer.ask(Flood(N)).wait().unwrap();
+    producer.tell(Flood(N, counted)).unwrap();
+    let measured = count.recv().unwrap();
     wait(2 * N);
     eprintln!("{warm_up} allocations in the warm-up flood, {measured} in the measured one");
     // Without the chain, every block after the first spare is a new allocation: about

@@ -259,6 +259,11 @@ impl Runnable {
         self.header_ref().id
     }
 
+    /// Where the actor runs.
+    pub(crate) fn executor(&self) -> &Arc<Executor> {
+        &self.header_ref().executor
+    }
+
     fn header_ref(&self) -> &Header {
         // SAFETY: a Runnable exists only while its actor has not finished, so the alive
         // reference keeps the cell (and its header) allocated (module note).

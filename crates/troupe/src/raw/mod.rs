@@ -20,7 +20,7 @@ mod run_next;
 
 pub(crate) use cell::{Cell, End, IdleMode, Inbox, Panic, Ran, Runnable, Taken, Turn};
 pub(crate) use envelope::{Deliver, Discard, Envelope};
-pub(crate) use run_next::{enter as enter_run_next, HandedOff, RunNext};
+pub(crate) use run_next::{enter as enter_run_next, put_here as put_run_next, HandedOff, RunNext};
 
 /// What a cell holds and how its turns run; implemented by the actor layer for every actor.
 pub(crate) trait Target: Sized + Send + 'static {

@@ -87,6 +87,22 @@ pub(super) fn permit_for(executor: &Executor) -> Option<HandOffPermit<'_>> {
     next.hand_off_permit()
 }
 
+/// Puts `runnable` in the calling thread's run-next position, if the thread has one for the
+/// actor's executor and it is free; gives it back otherwise. For a thread that is not one of
+/// the pool's workers but has entered a position for it (a waiting thread running turns it
+/// scheduled, `scheduler/external.rs`): an actor its turns wake, or one that must run again,
+/// stays on it as on a worker, so a catch-up actor goes on being lent turns there.
+pub(crate) fn put_here(runnable: Runnable) -> Result<(), Runnable> {
+    let current = CURRENT.with(Cell::get);
+    if !ptr::eq(current.executor, &**runnable.executor()) {
+        return Err(runnable);
+    }
+    // SAFETY: as in `permit_for`: set by `enter` on this thread to a live `RunNext`, non-null
+    // since the executor matched; used only on this thread within this call.
+    let next = unsafe { &*current.next };
+    next.put(runnable)
+}
+
 thread_local! {
     /// Set while this thread runs a turn lent by `lend_turn`: a lent turn lends no further.
     static LENDING: Cell<bool> = const { Cell::new(false) };
@@ -161,6 +177,9 @@ enum Next {
 /// A worker's run-next position. See the module note.
 pub(crate) struct RunNext {
     next: Cell<Next>,
+    /// Takes hand-offs (a worker's); a waiting thread's position takes none, so that what is
+    /// left in it when the thread's reply comes can go back to the pool without running.
+    hand_off: bool,
     /// A `HandedOff` owns `message` (taken out with its actor, not yet delivered).
     message_owned: Cell<bool>,
     /// Initialised exactly while `next` is `WithMessage` or `message_owned` is set.
@@ -169,8 +188,18 @@ pub(crate) struct RunNext {
 
 impl RunNext {
     pub(crate) fn new() -> Self {
+        Self::with_hand_off(true)
+    }
+
+    /// A position that takes no hand-off: only actors to run next, without a message.
+    pub(crate) fn without_hand_off() -> Self {
+        Self::with_hand_off(false)
+    }
+
+    fn with_hand_off(hand_off: bool) -> Self {
         Self {
             next: Cell::new(Next::Empty),
+            hand_off,
             message_owned: Cell::new(false),
             message: UnsafeCell::new(MaybeUninit::uninit()),
         }
@@ -226,7 +255,8 @@ impl RunNext {
     /// Permission to hand a message off here: the position is empty and no turn owns a message.
     #[inline]
     pub(crate) fn hand_off_permit(&self) -> Option<HandOffPermit<'_>> {
-        (!self.message_owned.get() && !self.is_occupied()).then_some(HandOffPermit { slot: self })
+        (self.hand_off && !self.message_owned.get() && !self.is_occupied())
+            .then_some(HandOffPermit { slot: self })
     }
 
     fn message_ptr(&self) -> *mut RawEnvelope {

@@ -47,7 +47,10 @@ use std::time::Instant;
 
 use super::forward::Forward;
 use crate::error::AskError;
+use crate::id::ActorId;
 use crate::loom::{self, thread, AtomicUsize, Ordering, UnsafeCell};
+#[cfg(not(troupe_loom))]
+use crate::role;
 use crate::timer::{TimerHandle, TimerId};
 
 const CLAIMED: usize = 1 << 0;
@@ -499,9 +502,28 @@ impl<R> Taker<R> {
         Err(self)
     }
 
+    /// Before a blocking wait: a short look for the value (adaptive, `spin.rs`), then, on a
+    /// plain thread, the turns it scheduled itself and no worker has taken (the request's own,
+    /// most often), run here (`role::help_until`). A reply computed on this thread needs no
+    /// worker to be woken for it and no wake-up of this thread. Not for a wait with a deadline:
+    /// a turn run here could outlast it.
+    #[cfg(not(troupe_loom))]
+    fn help(&self, target: ActorId) {
+        if !super::spin::until(|| self.is_filled()) {
+            role::help_until(target, &|| self.is_filled());
+        }
+    }
+
+    /// Under loom there is no spin, and no pool to help.
+    #[cfg(troupe_loom)]
+    fn help(&self, _target: ActorId) {}
+
     /// Blocks until the value is there: spins briefly (not under loom, whose models cover the
     /// parking path), then parks with the thread registered for the filler to unpark.
-    pub(crate) fn wait(self) -> Result<R, AskError> {
+    pub(crate) fn wait(self, help_with: Option<ActorId>) -> Result<R, AskError> {
+        if let Some(target) = help_with {
+            self.help(target);
+        }
         let mut taker = match self.spin(None) {
             Ok(result) => return result,
             Err(taker) => taker,

@@ -35,8 +35,10 @@ use std::sync::Arc;
 
 use crossbeam_deque::{Stealer, Worker as LocalQueue};
 
-use crate::loom::{AtomicBool, AtomicUsize, Mutex, Ordering};
-use crate::raw::Runnable;
+use crate::id::ActorId;
+use crate::loom::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::raw::{self, Ran, RunNext, Runnable};
+use crate::role::{self, Role};
 
 /// Queues per pool for outside threads (more sending threads than this share the injector).
 pub(super) const QUEUES: usize = 8;
@@ -51,6 +53,15 @@ pub(super) struct External {
     claimed: AtomicUsize,
     /// Set when the pool stops: leases of a stopped pool are dropped on the next miss.
     closed: AtomicBool,
+    /// The pool's budget of messages per turn, for turns a waiting thread runs (`help_until`).
+    throughput: usize,
+    /// Waiting threads may run its actors (not on a pool for blocking code, nor where the
+    /// system's builder said no: `SystemBuilder::waiters_help`).
+    helped_by_waiters: bool,
+    /// The async runtime the pool's handlers run in, entered for turns a waiting thread runs.
+    io: Option<tokio::runtime::Handle>,
+    /// Turns run by waiting threads rather than by the pool's workers.
+    helped: AtomicU64,
 }
 
 /// A thread's claim on one pool's queues: the producer's end of one of them, or none when
@@ -78,7 +89,11 @@ thread_local! {
 }
 
 impl External {
-    pub(super) fn new() -> Arc<Self> {
+    pub(super) fn new(
+        throughput: usize,
+        helped_by_waiters: bool,
+        io: Option<tokio::runtime::Handle>,
+    ) -> Arc<Self> {
         let queues: Vec<LocalQueue<Runnable>> =
             (0..QUEUES).map(|_| LocalQueue::new_fifo()).collect();
         Arc::new(Self {
@@ -86,6 +101,10 @@ impl External {
             free: queues.into_iter().map(|q| Mutex::new(Some(q))).collect(),
             claimed: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            throughput,
+            helped_by_waiters,
+            io,
+            helped: AtomicU64::new(0),
         })
     }
 
@@ -126,6 +145,7 @@ impl External {
 
     #[cold]
     fn lease(self: &Arc<Self>) -> Lease {
+        role::install_help(help_until);
         let queue = self.free.iter().enumerate().find_map(|(index, free)| {
             let queue = free.try_lock().ok()?.take()?;
             // Raised before the lessee's first push (program order), which the pusher's
@@ -151,8 +171,110 @@ impl External {
         self.stealers().iter().map(Stealer::len).sum()
     }
 
+    /// Turns run by waiting threads so far.
+    pub(super) fn helped(&self) -> u64 {
+        self.helped.load(Ordering::Relaxed)
+    }
+
     /// The pool stopped: leases of it are dropped when their thread next leases elsewhere.
     pub(super) fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
     }
+}
+
+/// How many of the calling thread's queued actors a waiting thread looks through for the one
+/// it waits for: the request was most often the last thing it scheduled, and a thread that
+/// scheduled many actors (a fan-out) leaves them to the workers rather than sort its queue.
+const LOOK_THROUGH: usize = 4;
+
+/// The turn of `target`, if the calling thread scheduled it onto a running pool that waiting
+/// threads may help and no worker has taken it yet, with that pool's queues. Actors taken out
+/// ahead of it go back to the pool (`Runnable::schedule`: to the back of this thread's queue,
+/// and a worker is woken for them).
+fn take_own(target: ActorId) -> Option<(Runnable, Arc<External>)> {
+    for _ in 0..LOOK_THROUGH {
+        let (runnable, external) = LEASES
+            .try_with(|leases| {
+                let leases = leases.try_borrow().ok()?;
+                leases.iter().find_map(|lease| {
+                    let external = &lease.external;
+                    if !external.helped_by_waiters || external.closed.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    let (_, queue) = lease.queue.as_ref()?;
+                    Some((queue.pop()?, external.clone()))
+                })
+            })
+            .ok()
+            .flatten()?;
+        if runnable.id() == target {
+            return Some((runnable, external));
+        }
+        runnable.schedule();
+    }
+    None
+}
+
+/// A plain thread that waits for a reply from `target` runs, itself, the target's turn if it
+/// scheduled it and no worker has taken it yet, then what that turn wakes, until `done` holds
+/// (`role::Help`).
+///
+/// Why: the thread would otherwise park until a worker runs the actor and the reply wakes it,
+/// two hand-overs between threads per round trip. On a machine whose cores are all busy each
+/// hand-over waits for the OS to give the woken thread a core (tens of microseconds), so asks
+/// from a thread fell from millions to tens of thousands a second. A turn run here needs no
+/// hand-over: the asker computes its own reply with the time it would have spent waiting.
+///
+/// Turns run as a worker's would: a handler that blocks on an ask is refused the same way, a
+/// panic is caught at the turn's boundary, the system's async runtime is entered, and the
+/// thread has a run-next position of its own for as long as it helps, so an actor a turn wakes
+/// (or one that must run again) runs next here and a catch-up actor (`SpawnOptions::catch_up`)
+/// is lent turns, as on a worker. Only the target is taken from the queue: the thread would
+/// wait for that turn anyway, so running it cannot hold up anything the thread would do after
+/// its reply; what is left in the position when the reply comes goes back to the pool without
+/// running (the position takes no hand-off, so nothing in it carries a message). Nothing of a
+/// pool for blocking code (whose handlers may block for long).
+fn help_until(target: ActorId, done: &dyn Fn() -> bool) -> bool {
+    if done() {
+        return true;
+    }
+    let Some((runnable, external)) = take_own(target) else {
+        return false;
+    };
+    run_helped(runnable, &external, done);
+    done()
+}
+
+/// Runs `first`, then what its turns put in this thread's run-next position, until `done`
+/// holds or the position is empty; what is left there then goes back to the pool.
+fn run_helped(first: Runnable, external: &External, done: &dyn Fn() -> bool) {
+    let _worker = role::enter(Role::Worker { may_block: false });
+    let _io = external.io.as_ref().map(tokio::runtime::Handle::enter);
+    // Held so that the position names a live pool while it is entered (a pool allocated later
+    // at the same address could otherwise be taken for this one).
+    let executor = first.executor().clone();
+    let next = RunNext::without_hand_off();
+    let mut turns = 0;
+    {
+        let _entered = raw::enter_run_next(&executor, &next);
+        let mut runnable = first;
+        loop {
+            turns += 1;
+            if let Ran::Yield(again) = runnable.run(external.throughput, None) {
+                again.schedule();
+            }
+            if done() {
+                break;
+            }
+            match next.take() {
+                Some((taken, _)) => runnable = taken,
+                None => break,
+            }
+        }
+    }
+    // The position is no longer entered: this goes to the pool's queues, and wakes a worker.
+    if let Some((runnable, _)) = next.take() {
+        runnable.schedule();
+    }
+    external.helped.fetch_add(turns, Ordering::Relaxed);
 }

@@ -43,7 +43,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::error::BuildError;
 use crate::loom::{AtomicBool, AtomicU64, Ordering};
-use crate::raw::{Executor, Runnable, Schedule};
+use crate::raw::{self, Executor, Runnable, Schedule};
 
 use external::External;
 pub(crate) use idle::Idle;
@@ -62,6 +62,9 @@ pub(crate) struct PoolConfig {
     /// The async runtime whose context handlers run in (so they can make tokio timers and
     /// sockets directly).
     pub(crate) io: Option<tokio::runtime::Handle>,
+    /// A plain thread waiting for a reply may run the turns it scheduled onto this pool
+    /// itself (`external.rs`, `help_until`); never on a pool for blocking code.
+    pub(crate) waiters_help: bool,
 }
 
 /// State shared by the workers of one pool and by everyone who schedules onto it.
@@ -96,6 +99,7 @@ pub(crate) struct PoolCounters {
     pub(crate) turns: u64,
     pub(crate) steals: u64,
     pub(crate) parks: u64,
+    pub(crate) helped: u64,
     pub(crate) injected_waiting: usize,
 }
 
@@ -113,6 +117,7 @@ impl PoolShared {
             turns: sum(|c| &c.turns),
             steals: sum(|c| &c.steals),
             parks: sum(|c| &c.parks),
+            helped: self.external.helped(),
             injected_waiting: self.injector.len() + self.external.len(),
         }
     }
@@ -135,6 +140,11 @@ impl Schedule for PoolShared {
                 self.idle.notify_one();
             }
             None => {
+                // A waiting thread running turns it scheduled keeps the actors they wake (see
+                // `external.rs`, `help_until`); anyone else queues them for the workers.
+                let Err(runnable) = raw::put_run_next(runnable) else {
+                    return;
+                };
                 if let Err(runnable) = self.external.push(runnable) {
                     self.injector.push(runnable);
                 }
@@ -168,6 +178,7 @@ impl Pool {
             throughput,
             may_block,
             io,
+            waiters_help,
         } = config;
         let (workers, throughput) = (*workers, *throughput);
         if workers == 0 {
@@ -187,7 +198,7 @@ impl Pool {
         let shared = Arc::new(PoolShared {
             _counts_apart: CachePadded::new(()),
             injector: Injector::new(),
-            external: External::new(),
+            external: External::new(throughput, *waiters_help && !*may_block, io.clone()),
             stealers: queues.iter().map(|q| q.stealer()).collect(),
             idle: Idle::new(&parkers),
             throughput,

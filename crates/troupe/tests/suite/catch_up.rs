@@ -182,7 +182,14 @@ struct Fixture {
 }
 
 fn fixture(workers: usize, behaviour: Behaviour, options: SpawnOptions) -> Fixture {
-    let system = System::builder().workers(workers).build().unwrap();
+    // Producers flood from the pool's workers: a test thread waiting for a flood's reply
+    // would otherwise run the producer's turn itself (`waiters_help`; its lending there is
+    // tested in `helping.rs`).
+    let system = System::builder()
+        .workers(workers)
+        .waiters_help(false)
+        .build()
+        .unwrap();
     let seen = Arc::new(Seen::default());
     let inside = Arc::new(Inside::default());
     let main = std::thread::current().id();

@@ -12,6 +12,7 @@ mod catch_up;
 mod deferred;
 mod derive;
 mod drain;
+mod helping;
 mod isolation;
 mod layers;
 mod lifecycle;

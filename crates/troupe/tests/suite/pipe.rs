@@ -161,10 +161,17 @@ fn every_path(placement: Placement, prefix: &str) {
     let mut values: Vec<u32> = got.iter().map(|(n, _)| *n).collect();
     values.sort();
     assert_eq!(values, [1, 2, 3], "no message from the panicking futures");
-    // The ready future ran in the handler's turn, on the actor's own thread: no trip
-    // through tokio.
+    // The ready future ran in the handler's turn, on the thread of that turn: no trip
+    // through tokio. That thread is one of the actor's (a worker of its pool, or its own), or
+    // on the pool this thread, which ran the turn itself while it waited for the `Ping`
+    // behind it (`SystemBuilder::waiters_help`).
     let ready_thread = &got.iter().find(|(n, _)| *n == 1).unwrap().1;
-    assert!(first_handler.starts_with(prefix), "{first_handler:?}");
+    let this_thread = std::thread::current().name().unwrap_or("").to_owned();
+    assert!(
+        first_handler.starts_with(prefix)
+            || (placement == Placement::Pool && first_handler == this_thread),
+        "{first_handler:?}"
+    );
     assert_eq!(
         ready_thread, &first_handler,
         "the ready future ran on another thread than its handler"

@@ -1,0 +1,403 @@
+#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
+//! A plain thread that waits for a reply runs, itself, the turn of the actor it asked when it
+//! scheduled it and no worker has taken it (`SystemBuilder::waiters_help`). Every path of a
+//! turn run that way, with the pool's one worker held by a blocking handler so that nothing but
+//! the waiting thread can run them: the request itself, a flood that wakes an idle actor into
+//! the thread's own run-next position and lends it turns there (catch-up), a panic, a refused
+//! blocking wait inside, a turn that yields, an actor that stops, the async runtime's context,
+//! an awaited ask; other actors the thread scheduled are left to the pool; waits with a
+//! deadline do not help; and a system that said no. Every message created is dropped exactly
+//! once.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use crate::common::{quiet_panics_on_purpose, wait_for, DropCounter, Item, LONG};
+use troupe::{
+    Actor, Addr, AskError, Context, Handler, Message, SpawnOptions, SupervisorStrategy, System,
+};
+
+/// Blocks the worker that handles it until released (or a minute passes, failing the test
+/// rather than hanging it).
+struct Holder;
+impl Actor for Holder {}
+struct Hold {
+    entered: mpsc::Sender<()>,
+    release: mpsc::Receiver<()>,
+}
+impl Message for Hold {
+    type Reply = ();
+}
+impl Handler<Hold> for Holder {
+    fn handle(&mut self, msg: Hold, _: &mut Context<Self>) {
+        msg.entered.send(()).unwrap();
+        // Released when the test drops the sender.
+        if let Err(mpsc::RecvTimeoutError::Timeout) =
+            msg.release.recv_timeout(Duration::from_secs(60))
+        {
+            panic!("the test never released the worker");
+        }
+    }
+}
+
+/// A system of one worker, held by a blocking handler until the guard goes.
+struct Held {
+    system: System,
+    release: Option<mpsc::Sender<()>>,
+}
+
+impl Held {
+    fn new(builder: troupe::SystemBuilder) -> Self {
+        let system = builder.workers(1).build().unwrap();
+        let holder = system.spawn(Holder);
+        let (entered, on_entered) = mpsc::channel();
+        let (release, on_release) = mpsc::channel();
+        holder
+            .tell(Hold {
+                entered,
+                release: on_release,
+            })
+            .unwrap();
+        on_entered
+            .recv_timeout(LONG)
+            .expect("the worker took the holder");
+        Held {
+            system,
+            release: Some(release),
+        }
+    }
+
+    fn helped_turns(&self) -> u64 {
+        self.system
+            .pool_metrics()
+            .into_iter()
+            .find(|p| p.name == "default")
+            .unwrap()
+            .helped_turns
+    }
+
+    /// Releases the worker.
+    fn release(&mut self) {
+        drop(self.release.take());
+    }
+
+    fn finish(self) {
+        self.finish_with(|| {});
+    }
+
+    /// Releases the worker, runs `then`, and shuts down.
+    fn finish_with(mut self, then: impl FnOnce()) {
+        self.release();
+        then();
+        self.system.shutdown();
+    }
+}
+
+/// Answers with the thread that handled the message, and whether it ran in the async
+/// runtime's context.
+struct Echo {
+    handled: u64,
+}
+impl Actor for Echo {}
+struct Where;
+impl Message for Where {
+    type Reply = (ThreadId, bool, u64);
+}
+impl Handler<Where> for Echo {
+    fn handle(&mut self, _: Where, _: &mut Context<Self>) -> (ThreadId, bool, u64) {
+        self.handled += 1;
+        (
+            std::thread::current().id(),
+            tokio::runtime::Handle::try_current().is_ok(),
+            self.handled,
+        )
+    }
+}
+struct Bump;
+impl Message for Bump {
+    type Reply = ();
+}
+impl Handler<Bump> for Echo {
+    fn handle(&mut self, _: Bump, _: &mut Context<Self>) {
+        self.handled += 1;
+    }
+}
+struct Boom;
+impl Message for Boom {
+    type Reply = u32;
+}
+impl Handler<Boom> for Echo {
+    fn handle(&mut self, _: Boom, _: &mut Context<Self>) -> u32 {
+        panic!("a handler run by a waiting thread panics (on purpose)")
+    }
+}
+/// Blocks on an ask inside the handler: refused on a thread that runs a turn.
+struct AskInside(Addr<Echo>);
+impl Message for AskInside {
+    type Reply = ();
+}
+impl Handler<AskInside> for Echo {
+    fn handle(&mut self, AskInside(other): AskInside, _: &mut Context<Self>) {
+        let _ = other.ask(Where).wait();
+    }
+}
+struct StopNow;
+impl Message for StopNow {
+    type Reply = u64;
+}
+impl Handler<StopNow> for Echo {
+    fn handle(&mut self, _: StopNow, ctx: &mut Context<Self>) -> u64 {
+        ctx.stop();
+        self.handled
+    }
+}
+
+#[test]
+fn the_waiting_thread_runs_its_own_request_in_the_async_runtime() {
+    let held = Held::new(System::builder());
+    let echo = held.system.spawn(Echo { handled: 0 });
+    let (thread, in_runtime, _) = echo.ask(Where).wait().unwrap();
+    assert_eq!(thread, std::thread::current().id());
+    assert!(in_runtime, "the turn ran in the system's async runtime");
+    // Awaited (the first poll helps too).
+    let (thread, _, handled) = held.system.block_on(echo.ask(Where)).unwrap();
+    assert_eq!(thread, std::thread::current().id());
+    assert_eq!(handled, 2);
+    assert!(held.helped_turns() >= 2, "{} turns", held.helped_turns());
+    held.finish();
+}
+
+#[test]
+fn a_turn_that_yields_goes_on_until_the_reply_and_keeps_the_order() {
+    // A budget of 8 messages a turn: 500 told first make the turn yield many times.
+    let held = Held::new(System::builder().throughput(8));
+    let echo = held.system.spawn(Echo { handled: 0 });
+    for _ in 0..500 {
+        echo.tell(Bump).unwrap();
+    }
+    let (_, _, handled) = echo.ask(Where).wait().unwrap();
+    assert_eq!(handled, 501, "every message before the request, in order");
+    assert!(held.helped_turns() >= 500 / 8);
+    held.finish();
+}
+
+#[test]
+fn a_panic_in_a_helped_turn_fails_the_ask_and_the_actor_restarts() {
+    quiet_panics_on_purpose();
+    let held = Held::new(System::builder());
+    let echo = held.system.spawn_supervised(
+        || Echo { handled: 0 },
+        SpawnOptions::new()
+            .supervision(SupervisorStrategy::one_for_one().intensity(10, Duration::from_secs(60))),
+    );
+    assert_eq!(echo.ask(Boom).wait(), Err(AskError::Panicked));
+    // Restarted (a fresh instance), and this thread goes on asking.
+    let (thread, _, handled) = echo.ask(Where).wait().unwrap();
+    assert_eq!((thread, handled), (std::thread::current().id(), 1));
+    held.finish();
+}
+
+#[test]
+fn a_blocking_wait_inside_a_helped_turn_is_refused() {
+    quiet_panics_on_purpose();
+    let held = Held::new(System::builder());
+    let echo = held.system.spawn(Echo { handled: 0 });
+    let other = held.system.spawn(Echo { handled: 0 });
+    // Refused as on a worker: the handler panics, so the ask fails (not a deadlock).
+    assert_eq!(echo.ask(AskInside(other)).wait(), Err(AskError::Panicked));
+    held.finish();
+}
+
+#[test]
+fn an_actor_that_stops_in_a_helped_turn_ends_there() {
+    let held = Held::new(System::builder());
+    let echo = held.system.spawn(Echo { handled: 0 });
+    echo.tell(Bump).unwrap();
+    assert_eq!(echo.ask(StopNow).wait(), Ok(1));
+    wait_for("the actor to stop", LONG, || echo.is_stopped());
+    assert_eq!(echo.ask(Where).wait(), Err(AskError::Stopped));
+    held.finish();
+}
+
+#[test]
+fn waits_with_a_deadline_do_not_help() {
+    let held = Held::new(System::builder());
+    let echo = held.system.spawn(Echo { handled: 0 });
+    let limit = Duration::from_millis(30);
+    // Only the held worker could run it, and it is held: both time out.
+    assert_eq!(
+        echo.ask(Where).wait_timeout(limit),
+        Err(AskError::Timeout(limit))
+    );
+    assert_eq!(
+        held.system.block_on(echo.ask_timeout(Where, limit)),
+        Err(AskError::Timeout(limit))
+    );
+    assert_eq!(held.helped_turns(), 0);
+    // Once the worker is free, both requests are handled (their replies dropped).
+    let system = held.system.clone();
+    held.finish_keeping(&echo);
+    drop(system);
+}
+
+impl Held {
+    /// Releases the worker and checks that `echo` then handles what waited for it.
+    fn finish_keeping(mut self, echo: &Addr<Echo>) {
+        drop(self.release.take());
+        let (_, _, handled) = echo.ask(Where).wait().unwrap();
+        assert_eq!(handled, 3);
+        self.system.shutdown();
+    }
+}
+
+#[test]
+fn other_actors_the_thread_scheduled_are_left_to_the_pool() {
+    let held = Held::new(System::builder());
+    // Scheduled by this thread ahead of the request, and blocking until this thread lets it
+    // go after its reply: run here, it would never return.
+    let other = held.system.spawn(Holder);
+    let (entered, on_entered) = mpsc::channel();
+    let (release, on_release) = mpsc::channel();
+    other
+        .tell(Hold {
+            entered,
+            release: on_release,
+        })
+        .unwrap();
+    let echo = held.system.spawn(Echo { handled: 0 });
+    let (thread, _, _) = echo.ask(Where).wait().unwrap();
+    assert_eq!(thread, std::thread::current().id());
+    assert!(
+        on_entered.try_recv().is_err(),
+        "the other actor has not run"
+    );
+    drop(release);
+    held.finish_with(|| {
+        on_entered
+            .recv_timeout(LONG)
+            .expect("the pool ran the other actor");
+    });
+}
+
+#[test]
+fn a_system_that_says_no_keeps_every_turn_on_its_workers() {
+    let system = System::builder()
+        .workers(1)
+        .waiters_help(false)
+        .build()
+        .unwrap();
+    let echo = system.spawn(Echo { handled: 0 });
+    for _ in 0..100 {
+        let (thread, _, _) = echo.ask(Where).wait().unwrap();
+        assert_ne!(thread, std::thread::current().id());
+    }
+    let helped: u64 = system.pool_metrics().iter().map(|p| p.helped_turns).sum();
+    assert_eq!(helped, 0);
+    system.shutdown();
+}
+
+/// Floods a consumer from inside its handler.
+struct Producer {
+    consumer: Addr<Consumer>,
+    inside: Arc<AtomicBool>,
+    drops: DropCounter,
+}
+impl Actor for Producer {}
+struct Flood(u64);
+impl Message for Flood {
+    type Reply = u64;
+}
+impl Handler<Flood> for Producer {
+    fn handle(&mut self, Flood(n): Flood, _: &mut Context<Self>) -> u64 {
+        self.inside.store(true, Ordering::SeqCst);
+        for seq in 0..n {
+            self.consumer
+                .tell(Item {
+                    from: 0,
+                    seq,
+                    _token: self.drops.token(),
+                })
+                .unwrap();
+        }
+        self.inside.store(false, Ordering::SeqCst);
+        n
+    }
+}
+
+struct Consumer {
+    next: u64,
+    handled: Arc<AtomicU64>,
+    /// Handled on the waiting thread while the producer was inside its handler there.
+    lent: Arc<AtomicU64>,
+    inside: Arc<AtomicBool>,
+    waiter: ThreadId,
+    out_of_order: Arc<Mutex<bool>>,
+}
+impl Actor for Consumer {}
+struct Ready;
+impl Message for Ready {
+    type Reply = ();
+}
+impl Handler<Ready> for Consumer {
+    fn handle(&mut self, _: Ready, _: &mut Context<Self>) {}
+}
+impl Handler<Item> for Consumer {
+    fn handle(&mut self, item: Item, _: &mut Context<Self>) {
+        if item.seq != self.next {
+            *self.out_of_order.lock().unwrap() = true;
+        }
+        self.next = item.seq + 1;
+        if std::thread::current().id() == self.waiter && self.inside.load(Ordering::SeqCst) {
+            self.lent.fetch_add(1, Ordering::Relaxed);
+        }
+        self.handled.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_helped_flood_wakes_its_consumer_here_and_lends_it_turns() {
+    const N: u64 = 50_000;
+    const CATCH_UP: usize = 256;
+    let held = Held::new(System::builder());
+    let (handled, lent) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let inside = Arc::new(AtomicBool::new(false));
+    let out_of_order = Arc::new(Mutex::new(false));
+    let consumer = held.system.spawn_with(
+        Consumer {
+            next: 0,
+            handled: handled.clone(),
+            lent: lent.clone(),
+            inside: inside.clone(),
+            waiter: std::thread::current().id(),
+            out_of_order: out_of_order.clone(),
+        },
+        SpawnOptions::new().catch_up(CATCH_UP),
+    );
+    let drops = DropCounter::default();
+    let producer = held.system.spawn(Producer {
+        consumer: consumer.clone(),
+        inside,
+        drops: drops.clone(),
+    });
+    // Asked first, the consumer runs here and goes idle: the flood's first message wakes it
+    // into this thread's run-next position, and the rest find it behind there and lend it
+    // turns.
+    consumer.ask(Ready).wait().unwrap();
+    assert_eq!(producer.ask(Flood(N)).wait(), Ok(N));
+    // What the flood left in the position went back to the pool.
+    let lent = lent.load(Ordering::Relaxed);
+    assert!(
+        lent >= N - 4 * CATCH_UP as u64,
+        "{lent} of {N} handled in lent turns"
+    );
+    // The rest is the pool's once its worker is free.
+    let mut held = held;
+    held.release();
+    wait_for("every item", LONG, || handled.load(Ordering::SeqCst) == N);
+    drop(producer);
+    held.finish();
+    assert!(!*out_of_order.lock().unwrap(), "the producer's order");
+    assert_eq!(drops.get(), N as usize, "every item dropped exactly once");
+}
