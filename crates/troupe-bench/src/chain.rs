@@ -103,6 +103,17 @@ pub fn run(
 ) -> Result<()> {
     ensure!(length >= 1, "a chain needs at least 1 stage");
     let label = format!("chain {} {}", length, mode.name());
+    crate::estimate::Work {
+        units: length as f64 * length as f64,
+        unit: "hops",
+        // BENCHMARKS.md: 10^8 hops in 1.3 s on the pool; OS threads about 250 k hops/s.
+        per_second: match (mode, placement) {
+            (Mode::Actors, Placement::Thread) => 70e3,
+            (Mode::Actors, _) => 60e6,
+            (Mode::Threads, _) => 200e3,
+        },
+    }
+    .announce(runner, &label);
     let [elapsed] = match mode {
         Mode::Actors => {
             let system = config.build()?;

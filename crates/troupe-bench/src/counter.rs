@@ -81,6 +81,13 @@ pub fn run(
         per.iter().all(|&k| k >= 1),
         "counter needs at least 1 message per producer"
     );
+    crate::estimate::Work {
+        units: producers as f64 * per.iter().map(|&k| k as f64).sum::<f64>(),
+        unit: "messages",
+        // BENCHMARKS.md: 15-22 M msgs/s with two producers.
+        per_second: 10e6,
+    }
+    .announce(runner, &format!("counter {producers} producers"));
     let system = config.build()?;
     // With `thread` placement the counting actor has an OS thread of its own.
     let counter = system.spawn_with(

@@ -68,6 +68,12 @@ pub fn restarts(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
     let system = config.build()?;
     let supervisor = system.spawn(Supervisor);
     let label = format!("restart {n}");
+    crate::estimate::Work {
+        units: n as f64,
+        unit: "restarts",
+        per_second: 150e3,
+    }
+    .announce(runner, &label);
     let [rate] = quietly(|| {
         runner.measure(&label, || {
             let crasher = supervisor
@@ -354,6 +360,13 @@ impl Handler<Replied> for Asker {
 /// deferred reply filled by a `pipe` continuation. Validates that every reply came back (the chain counts up by one per ask).
 pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
     ensure!(n >= 1, "ask needs at least 1 round trip");
+    crate::estimate::Work {
+        // Three kinds of reply, each at about 5 M asks/s or more.
+        units: 3.0 * n as f64,
+        unit: "asks",
+        per_second: 5e6,
+    }
+    .announce(runner, &format!("ask {n}"));
     let system = config.build()?;
     let responder = system.spawn(Responder);
     for reply in [

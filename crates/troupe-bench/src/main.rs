@@ -7,6 +7,7 @@
 mod chain;
 mod compare;
 mod counter;
+mod estimate;
 mod fanout;
 mod router;
 mod features;

@@ -106,6 +106,10 @@ fn progress(label: &str, total: u64) -> ProgressBar {
         .progress_chars("=> "),
     );
     bar.set_prefix(label.to_owned());
+    // A repetition may take minutes: the elapsed time moves meanwhile (on a terminal only).
+    if !bar.is_hidden() {
+        bar.enable_steady_tick(Duration::from_secs(1));
+    }
     bar
 }
 

@@ -128,6 +128,17 @@ pub fn run(runner: &Runner, config: &SystemConfig, p: RingParams) -> Result<()> 
     let system = config.build()?;
     let messages = p.actors as f64 * p.rounds as f64;
     let label = format!("ring {}x{}", p.actors, p.rounds);
+    crate::estimate::Work {
+        units: messages,
+        unit: "hops",
+        // BENCHMARKS.md: about 50 M hops/s on the pool, 33 M bounded, 70 k on OS threads.
+        per_second: match (p.placement, p.bounded) {
+            (Placement::Thread, _) => 70e3,
+            (_, Some(_)) => 25e6,
+            _ => 40e6,
+        },
+    }
+    .announce(runner, &label);
     let [construct, throughput] = runner.measure(&label, || {
         let (ring, construct) = build_ring(&system, p)?;
         runner.say(format!(

@@ -50,6 +50,10 @@ fn options_from_args() -> Result<Options> {
             }
             "--metrics" => metrics = true,
             "--trace-stdout" => trace_stdout = true,
+            "-V" | "--version" => {
+                println!("troupe-service {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
             "-h" | "--help" => {
                 println!(
                     "troupe-service [--port PORT] [--console ADDR] [--metrics] [--trace-stdout]"
@@ -62,6 +66,8 @@ fn options_from_args() -> Result<Options> {
                 println!(
                     "  --metrics       serve the actors' metrics at GET /metrics (Prometheus text)"
                 );
+                println!("  --trace-stdout  trace every request and message, printing each finished span");
+                println!("  -V, --version   print the version");
                 std::process::exit(0);
             }
             other => bail!("unknown option `{other}`; try --help"),

@@ -292,3 +292,16 @@ fn bad_requests_get_a_clear_json_error_and_nothing_hangs() {
         .expect("the store and the backends stop");
     });
 }
+
+#[test]
+fn the_binary_says_its_version() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_troupe-store"))
+        .arg("--version")
+        .output()
+        .expect("run troupe-store");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        concat!("troupe-store ", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -103,8 +103,22 @@ impl NodeProcess {
                 .args(["--lease-ms", &lease.as_millis().to_string()])
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::inherit()),
+                .stderr(Stdio::piped()),
         )?;
+        // A node's log (leases, failovers, its kills and restarts) goes on through `eprintln!`
+        // rather than straight to this process's stderr, so a test harness keeps it with the
+        // test's own output: shown when the test fails or with `--nocapture`, not in a passing
+        // run, where the failures it reports are the ones the test causes on purpose.
+        if let Some(stderr) = child.take_stderr() {
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    eprintln!("{line}");
+                }
+            });
+        }
         let stdout = child.take_stdout().expect("piped");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

@@ -678,10 +678,12 @@ fn a_message_full_of_state_asks_neither_blows_up_a_node_nor_holds_up_its_orders(
         .block_on(probe.place(order, Duration::from_secs(30)))
         .expect("the probe order");
     let took = placed_at.elapsed();
-    let Placed::Acked(Some(ack)) = placed else {
+    // `Acked(None)`: its first answer was late (a busy machine) and the resend found it
+    // applied; acknowledged all the same, as the clients above count it.
+    let Placed::Acked(ack) = placed else {
         panic!("the probe order: {placed:?}")
     };
-    acks.lock().unwrap().by_key.insert((0, 99, 1), Some(ack));
+    acks.lock().unwrap().by_key.insert((0, 99, 1), ack);
 
     let (mut ok, mut refused, mut largest, mut whole) = (0, 0, 0, false);
     node.block_on(async {

@@ -28,7 +28,7 @@
 //! - `cache.rs`: a slot is recycled when its last reference goes, into a per-thread shelf for
 //!   its reply type, with a process-wide spare shelf so that slots freed on the replier's
 //!   thread flow back to the asker's. An ask allocates nothing once the shelves are warm
-//!   (`tests/ask_allocations.rs`).
+//!   (`tests/alone/ask_allocations.rs`).
 //! - `forward.rs`: `pipe_to`'s callback, stored inline (boxed only if it is large).
 //! - `spin.rs`: how long a polled `Ask` looks for its reply before it returns `Pending` (a
 //!   few microseconds, adapted per thread; never on a thread that runs actors).

@@ -260,3 +260,16 @@ fn quick_remote_runs_across_two_processes() {
         assert!(seen.iter().any(|s| s == key), "no {key} in {seen:?}");
     }
 }
+
+#[test]
+fn the_binary_says_its_version() {
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe-bench"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        concat!("troupe-bench ", env!("CARGO_PKG_VERSION"))
+    );
+}

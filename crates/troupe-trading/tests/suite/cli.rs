@@ -671,3 +671,13 @@ fn run_refuses_mid_file_damage_unless_salvaging() {
         assert!(scan.orders.len() >= 40);
     }
 }
+
+#[test]
+fn the_binary_says_its_version() {
+    let output = run(&["--version"]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        concat!("troupe-trading ", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -1,5 +1,5 @@
 //! A global allocator that counts allocations, for the tests that check a path allocates
-//! nothing. A test binary installs it with
+//! nothing. `tests/alone` installs it with
 //! `#[global_allocator] static GLOBAL: Counting = Counting;` and holds one test only, so no
 //! other test's allocations are counted.
 #![allow(clippy::disallowed_types)] // counts with std atomics; the runtime's go through its loom shim

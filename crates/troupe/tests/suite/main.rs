@@ -1,7 +1,7 @@
 //! troupe's integration tests that can share a process, as one test binary: each file is a
 //! module (`cargo test -p troupe --test suite <file>::`). One binary compiles and links once;
-//! the allocation counters (`tests/*allocations.rs`, each with its own global allocator) and the
-//! test of the environment variable (`tests/workers_env.rs`) keep processes of their own.
+//! the allocation counters (a counting global allocator) and the test of the environment
+//! variable `TROUPE_WORKERS` keep a process of their own (`tests/alone`).
 #![allow(clippy::disallowed_types)] // the tests count with std atomics; the runtime's go through its loom shim
 
 #[path = "../common/mod.rs"]

@@ -1,20 +1,12 @@
-#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Steady-state messaging allocates nothing: a ring of actors passes a token a million times
-//! while a counting global allocator watches. (One test in this binary, so no other test's
-//! allocations are counted.)
+//! while a counting global allocator watches.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use troupe::{Actor, Addr, Context, Handler, Message, System};
 
-#[path = "common/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::{allocations, Counting};
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use crate::counting_alloc::allocations;
 
 static DONE: AtomicBool = AtomicBool::new(false);
 
@@ -91,8 +83,7 @@ fn run_ring(ring: &[Addr<Node>], rounds: u64) -> usize {
     allocations
 }
 
-#[test]
-fn ring_messages_do_not_allocate() {
+pub fn ring_messages_do_not_allocate() {
     let system = System::builder().workers(2).build().unwrap();
     let ring: Vec<Addr<Node>> = (0..100)
         .map(|id| {

@@ -1,10 +1,9 @@
 //! `TROUPE_WORKERS` sets the default pool's size, like Go's `GOMAXPROCS`; a bad value is a
-//! clear error. (A file of its own: the variable is the whole process's.)
+//! clear error. (Run alone: the variable is the whole process's.)
 
 use troupe::{BuildError, System, WORKERS_ENV};
 
-#[test]
-fn troupe_workers_sets_the_default_pool_and_is_checked() {
+pub fn troupe_workers_sets_the_default_pool_and_is_checked() {
     std::env::set_var(WORKERS_ENV, "3");
     let system = System::builder().build().unwrap();
     assert_eq!(system.workers(), 3);

@@ -1,22 +1,14 @@
-#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! Steady-state asks allocate nothing: the reply slot is recycled and a `pipe_to` callback is
 //! stored inline. A counting global allocator watches a hundred thousand asks each way: from a
 //! plain thread (`wait`), from a tokio task (`.await`, current-thread runtime), and from one
-//! actor to another (`pipe_to`). (One test in this binary, so no other test's allocations are
-//! counted.)
+//! actor to another (`pipe_to`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use troupe::{Actor, Addr, AskError, Context, Handler, Message, System};
 
-#[path = "common/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::{allocations, Counting};
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use crate::counting_alloc::allocations;
 
 const WARM_UP: u64 = 10_000;
 const MEASURED: u64 = 100_000;
@@ -123,8 +115,7 @@ fn from_actor(asker: &Addr<Asker>, n: u64) {
     assert_eq!(LAST.load(Ordering::Relaxed), n);
 }
 
-#[test]
-fn steady_state_asks_do_not_allocate() {
+pub fn steady_state_asks_do_not_allocate() {
     let system = System::builder().workers(2).build().unwrap();
     let echo = system.spawn(Echo);
 

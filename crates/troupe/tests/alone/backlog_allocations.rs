@@ -1,8 +1,7 @@
-#![allow(clippy::disallowed_types)] // tests count with std atomics; the runtime's go through its loom shim
 //! A producer on the pool that keeps a catch-up actor (`SpawnOptions::catch_up`) a backlog
 //! behind allocates nothing once the mailbox has its blocks: finished blocks go on the
-//! mailbox's spare chain and come back linked ahead of the tail. Counted by a global
-//! allocator (one test in this binary, so no other test's allocations are counted).
+//! mailbox's spare chain and come back linked ahead of the tail. Counted by the global
+//! allocator.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -10,13 +9,7 @@ use std::time::{Duration, Instant};
 
 use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, System};
 
-#[path = "common/counting_alloc.rs"]
-mod counting_alloc;
-
-use counting_alloc::{allocations, Counting};
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use crate::counting_alloc::allocations;
 
 struct Sink(Arc<AtomicU64>);
 impl Actor for Sink {}
@@ -49,8 +42,7 @@ impl Handler<Flood> for Producer {
     }
 }
 
-#[test]
-fn a_catch_up_backlog_recycles_its_blocks() {
+pub fn a_catch_up_backlog_recycles_its_blocks() {
     const N: u64 = 200_000;
     // One worker: the sink runs only in turns the producer lends it, so its backlog stays
     // near 256 messages (about 9 blocks) for the whole flood.
