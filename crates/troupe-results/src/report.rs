@@ -24,6 +24,7 @@ mod chart;
 mod html;
 mod model;
 mod palette;
+mod seeds;
 mod sections;
 
 /// The records of one input file, and how the page names them.
