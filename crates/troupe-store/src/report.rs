@@ -146,6 +146,17 @@ fn timeline(report: &BenchReport) -> Vec<Record> {
     out
 }
 
+/// Answers with a 2xx status per second of the phase: what a user got, where `throughput`
+/// also counts refusals and errors (a store that refuses everything quickly answers a lot).
+fn ok_rate(s: &Summary) -> f64 {
+    let answered = s.ok + s.rejected + s.errors;
+    if answered == 0 {
+        0.0
+    } else {
+        s.throughput * s.ok as f64 / answered as f64
+    }
+}
+
 fn notes(store: StoreKind) -> &'static str {
     match store {
         StoreKind::Troupe => {
@@ -177,6 +188,7 @@ pub fn records(report: &BenchReport) -> Vec<Record> {
             ("p90", "ms", pick(|s| s.p90_ms)),
             ("p99", "ms", pick(|s| s.p99_ms)),
             ("p999", "ms", pick(|s| s.p999_ms)),
+            ("ok_rate", "req/s", pick(ok_rate)),
             (
                 "not_ok",
                 "requests",
@@ -207,14 +219,41 @@ pub fn records(report: &BenchReport) -> Vec<Record> {
         out.push(record(
             "capacity",
             store,
-            json!({ "request": "index", "p99_under_ms": report.open_p99_ms }),
+            json!({
+                "request": "index",
+                "p99_under_ms": report.open_p99_ms,
+                "highest_rate_tried": report.open_top_rate,
+            }),
             "req/s",
             runs,
             true,
             "open model: the highest fixed arrival rate whose p99 (from each request's planned start) stayed under the bound, with no errors",
         ));
     }
+    out.extend(open_points(report));
     out.extend(timeline(report));
+    out
+}
+
+/// The capacity search point by point (scenario `store-open`): each store's p99 at each
+/// offered rate it was tried at, per run, one sample per record.
+fn open_points(report: &BenchReport) -> Vec<Record> {
+    let mut out = Vec::new();
+    for capacity in &report.capacity {
+        for point in &capacity.points {
+            let mut r = record(
+                "p99",
+                capacity.store,
+                json!({ "request": "index", "rate": point.rate, "run": capacity.run }),
+                "ms",
+                vec![point.p99_ms],
+                point.errors == 0,
+                "open model: latency from each request's planned start, at a fixed arrival rate",
+            );
+            r.scenario = "store-open".to_owned();
+            out.push(r);
+        }
+    }
     out
 }
 

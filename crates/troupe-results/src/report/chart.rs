@@ -75,8 +75,14 @@ pub(super) fn draw(chart: &Chart) -> Drawn {
             .into_drawing_area();
         paint(&root, chart, &frame).and_then(|()| root.present().map_err(Into::into))
     };
-    if let Err(e) = painted {
-        svg = fallback(&chart.title, &e.to_string());
+    let legend = legend_svg(chart, &frame);
+    match (painted, legend) {
+        (Ok(()), Ok(keys)) => {
+            if let Some(end) = svg.rfind("</svg>") {
+                svg.insert_str(end, &keys);
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => svg = fallback(&chart.title, &e.to_string()),
     }
     let labelled = format!("<svg role=\"img\" aria-label=\"{}\" ", escape(&chart.title));
     Drawn {
@@ -675,7 +681,6 @@ where
         Plot::Lines { lines, .. } => paint_lines(root, frame, lines, &map)?,
     }
     paint_axes(root, chart, frame, &map)?;
-    paint_legend(root, chart, frame)?;
     Ok(())
 }
 
@@ -1014,50 +1019,79 @@ fn paint_axes(root: &Root<'_>, chart: &Chart, frame: &Frame, map: Mapping<'_>) -
 }
 
 /// The legend, under the plot, each row centred; each entry's swatch shows its colour, its
-/// marker, and (for lines) its stroke.
-fn paint_legend(root: &Root<'_>, chart: &Chart, frame: &Frame) -> Painted {
+/// marker, and (for lines) its stroke. Each entry is its own `<g class="legend-key">` with
+/// a `<title>` of its label, so a reader (or a test) can tell the entries apart.
+fn legend_svg(chart: &Chart, frame: &Frame) -> Result<String, Box<dyn Error>> {
     let bars = matches!(chart.plot, Plot::Bars { .. });
+    let mut out = String::new();
     let mut row_top = frame.legend_top;
     for row in &frame.legend {
         let cy = row_top + LEGEND_ROW / 2;
         let width: f64 = row.entries.iter().map(|(_, _, w)| w).sum();
         let mut x = (f64::from(WIDTH) - width) / 2.0;
         for (k, lines, w) in &row.entries {
-            let look = chart.legend[*k].look;
-            let ink = colour(look.colour);
-            let sx = x.round() as i32;
-            if bars {
-                if look.published {
-                    root.draw(&Rectangle::new(
-                        [(sx + 4, cy - 8), (sx + 22, cy + 8)],
-                        colour(tint(look.colour, 0.7)).filled(),
-                    ))?;
-                    root.draw(&Rectangle::new(
-                        [(sx + 5, cy - 7), (sx + 21, cy + 7)],
-                        ink.stroke_width(2),
-                    ))?;
-                    paint_marker(root, look.marker, (sx + 13, cy), 3, ink, true)?;
-                } else {
-                    root.draw(&Rectangle::new(
-                        [(sx + 4, cy - 8), (sx + 22, cy + 8)],
-                        ink.filled(),
-                    ))?;
-                    paint_marker(root, look.marker, (sx + 13, cy), 3, WHITE, true)?;
-                }
-            } else {
-                stroke(root, vec![(sx, cy), (sx + 26, cy)], look.dash, ink)?;
-                paint_marker(root, look.marker, (sx + 13, cy), 4, ink, true)?;
+            let key = &chart.legend[*k];
+            let mut entry = String::new();
+            {
+                let root = SVGBackend::with_string(&mut entry, (WIDTH as u32, frame.height as u32))
+                    .into_drawing_area();
+                paint_key(&root, key, bars, lines, (x, cy))?;
+                root.present()?;
             }
-            for (i, line) in lines.iter().enumerate() {
-                root.draw(&Text::new(
-                    line.clone(),
-                    ((x + SWATCH).round() as i32, cy + LEGEND_LINE * i as i32),
-                    font(LEGEND_PX, INK, Pos::new(HPos::Left, VPos::Center)),
-                ))?;
-            }
+            let inner = entry
+                .find('>')
+                .and_then(|open| entry.rfind("</svg>").map(|close| &entry[open + 1..close]))
+                .unwrap_or("");
+            out.push_str(&format!(
+                "<g class=\"legend-key\"><title>{}</title>{inner}</g>\n",
+                escape(&key.label)
+            ));
             x += w;
         }
         row_top += row.height;
+    }
+    Ok(out)
+}
+
+/// One legend entry: its swatch at `x`, its label's lines beside it.
+fn paint_key(
+    root: &Root<'_>,
+    key: &Key,
+    bars: bool,
+    lines: &[String],
+    (x, cy): (f64, i32),
+) -> Painted {
+    let look = key.look;
+    let ink = colour(look.colour);
+    let sx = x.round() as i32;
+    if bars {
+        if look.published {
+            root.draw(&Rectangle::new(
+                [(sx + 4, cy - 8), (sx + 22, cy + 8)],
+                colour(tint(look.colour, 0.7)).filled(),
+            ))?;
+            root.draw(&Rectangle::new(
+                [(sx + 5, cy - 7), (sx + 21, cy + 7)],
+                ink.stroke_width(2),
+            ))?;
+            paint_marker(root, look.marker, (sx + 13, cy), 3, ink, true)?;
+        } else {
+            root.draw(&Rectangle::new(
+                [(sx + 4, cy - 8), (sx + 22, cy + 8)],
+                ink.filled(),
+            ))?;
+            paint_marker(root, look.marker, (sx + 13, cy), 3, WHITE, true)?;
+        }
+    } else {
+        stroke(root, vec![(sx, cy), (sx + 26, cy)], look.dash, ink)?;
+        paint_marker(root, look.marker, (sx + 13, cy), 4, ink, true)?;
+    }
+    for (i, line) in lines.iter().enumerate() {
+        root.draw(&Text::new(
+            line.clone(),
+            ((x + SWATCH).round() as i32, cy + LEGEND_LINE * i as i32),
+            font(LEGEND_PX, INK, Pos::new(HPos::Left, VPos::Center)),
+        ))?;
     }
     Ok(())
 }

@@ -129,7 +129,7 @@ const SCENARIOS: &[(&str, &str, &str)] = &[
 ];
 
 /// The scenarios the store section shows.
-const STORE: &[&str] = &["store", "store-timeline"];
+const STORE: &[&str] = &["store", "store-open", "store-timeline"];
 
 /// How many sizes (ring sizes, spawn counts) of one metric get a chart each; the others are
 /// listed in the section's last table.
@@ -1240,6 +1240,26 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
         blocks.push(figure(chart, capacity));
     }
 
+    // The capacity search point by point: p99 against the offered rate.
+    let open: Vec<Item<'a>> = items
+        .iter()
+        .filter(|i| i.record.scenario == "store-open" && i.record.metric == "p99")
+        .copied()
+        .collect();
+    let name = by_contender(ctx);
+    let spec = LineSpec {
+        title: "store: p99 latency against the offered rate (open model)".to_owned(),
+        x_key: "rate",
+        x_label: "offered rate (requests/s, fixed arrival times)",
+        x_log: true,
+        y_label: Some("p99 latency from the planned start (ms)".to_owned()),
+        y_scale: Scale::Log,
+        handled: &["request"],
+        name: &name,
+        bands: Vec::new(),
+    };
+    push_lines(&mut blocks, line_chart(ctx, &open, spec));
+
     // The first run second by second, per store.
     let mut stores = distinct(&timeline, |i| i.record.contender.clone());
     stores.sort_by_key(|s| palette::rank(s));
@@ -1402,6 +1422,212 @@ fn generic<'a>(ctx: &Ctx, scenario: &str, items: &[Item<'a>]) -> Vec<Block<'a>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Record;
+    use serde_json::json;
+
+    fn record(metric: &str, contender: &str, params: serde_json::Value, samples: &[f64]) -> Record {
+        Record::new(
+            "store",
+            metric,
+            contender,
+            params.as_object().cloned().unwrap_or_default(),
+            "req/s",
+            samples.to_vec(),
+            "",
+        )
+    }
+
+    fn item(record: &Record) -> Item<'_> {
+        Item { series: 0, record }
+    }
+
+    fn ctx(contenders: &[&str]) -> Ctx {
+        Ctx {
+            labels: vec!["a".into()],
+            palette: Palette::new(contenders.iter().copied()),
+        }
+    }
+
+    #[test]
+    fn gaps_in_a_count_are_zeros() {
+        let one = Mark::exact(5.0);
+        let filled = fill_gaps(&[(0.0, one), (3.0, one)], 0.0, 4.0, 1.0);
+        let xs: Vec<f64> = filled.iter().map(|(x, _)| *x).collect();
+        assert_eq!(xs, [0.0, 1.0, 2.0, 3.0, 4.0]);
+        let values: Vec<f64> = filled.iter().map(|(_, m)| m.median).collect();
+        assert_eq!(values, [5.0, 0.0, 0.0, 5.0, 0.0]);
+        // Nothing to fill, and nonsense steps leave the points alone.
+        assert_eq!(fill_gaps(&[(0.0, one)], 0.0, 0.0, 1.0).len(), 1);
+        assert_eq!(fill_gaps(&[(0.0, one)], 0.0, 9.0, 0.0).len(), 1);
+    }
+
+    #[test]
+    fn a_timeline_draws_a_silent_second_as_zero_and_breaks_its_latency() {
+        let records: Vec<Record> = [0, 1, 4]
+            .iter()
+            .flat_map(|&second| {
+                let params = json!({"request": "index", "second": second, "phase": "healthy"});
+                let mut answers = record("throughput", "troupe-store", params.clone(), &[300.0]);
+                answers.scenario = "store-timeline".into();
+                let mut p99 = record("p99", "troupe-store", params, &[2.0]);
+                p99.scenario = "store-timeline".into();
+                [answers, p99]
+            })
+            .collect();
+        let items: Vec<Item<'_>> = records.iter().map(item).collect();
+        let blocks = timeline_figures(&ctx(&["troupe-store"]), "troupe-store", &items, &|_| 0);
+        let charts: Vec<&Chart> = blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Figure { chart, .. } => Some(chart),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(charts.len(), 2);
+        let Plot::Lines { lines, .. } = &charts[0].plot else {
+            panic!("a line chart")
+        };
+        let points: Vec<(f64, f64)> = lines[0]
+            .points
+            .iter()
+            .map(|(x, m)| (*x, m.median))
+            .collect();
+        assert_eq!(
+            points,
+            [
+                (0.0, 300.0),
+                (1.0, 300.0),
+                (2.0, 0.0),
+                (3.0, 0.0),
+                (4.0, 300.0)
+            ]
+        );
+        let Plot::Lines { lines, .. } = &charts[1].plot else {
+            panic!("a line chart")
+        };
+        assert_eq!(
+            lines[0].gap,
+            Some(1.0),
+            "latency stops at the silent seconds"
+        );
+        assert_eq!(lines[0].points.len(), 3, "no latency is made up");
+    }
+
+    #[test]
+    fn the_top_of_a_sweep_is_a_lower_bound() {
+        let top = record(
+            "capacity",
+            "troupe-store",
+            json!({"request": "index", "highest_rate_tried": 100_000.0}),
+            &[100_000.0],
+        );
+        let below = record(
+            "capacity",
+            "thread-per-request",
+            json!({"request": "index", "highest_rate_tried": 100_000.0}),
+            &[10_000.0],
+        );
+        let unswept = record("capacity", "x", json!({"request": "index"}), &[100_000.0]);
+        assert!(Mark::of(&top).at_least);
+        assert!(!Mark::of(&below).at_least && !Mark::of(&unswept).at_least);
+        let note = sweep_top_note(&[item(&top), item(&below)]).expect("a note");
+        assert!(note.contains("troupe-store") && !note.contains("thread-per-request"));
+        assert!(sweep_top_note(&[item(&below)]).is_none());
+        let Block::Figure { chart, .. } = figure(
+            contender_bars(&ctx(&["troupe-store"]), &[item(&top)], "t".into()),
+            vec![item(&top)],
+        ) else {
+            panic!("a figure")
+        };
+        assert!(chart.notes.iter().any(|n| n.contains("lower bound")));
+        let svg = super::super::chart::draw(&chart).svg;
+        assert!(svg.contains("≥ 100k"), "the bar's label says at least");
+    }
+
+    #[test]
+    fn a_wide_spread_is_noted_and_a_narrow_one_is_not() {
+        let wide = record(
+            "throughput",
+            "troupe",
+            json!({"actors": 100}),
+            &[1.0, 1.6, 1.2],
+        );
+        let narrow = record(
+            "throughput",
+            "erlang",
+            json!({"actors": 100}),
+            &[1.0, 1.4, 1.2],
+        );
+        let single = record("throughput", "go-chan", json!({"actors": 100}), &[3.0]);
+        let note = spread_note(&[item(&wide), item(&narrow), item(&single)]).expect("a note");
+        assert!(note.contains("troupe at actors=100 (1.6×)"), "{note}");
+        assert!(!note.contains("erlang") && !note.contains("go-chan"));
+        assert!(spread_note(&[item(&narrow), item(&single)]).is_none());
+    }
+
+    #[test]
+    fn every_legend_entry_gets_its_own_colour_and_marker() {
+        // Three bars of one contender: before, all three were troupe's red.
+        let records: Vec<Record> = ["plain", "deferred", "deferred-pipe"]
+            .iter()
+            .map(|reply| record("round_trips", "troupe", json!({"reply": reply}), &[1.0]))
+            .collect();
+        let items: Vec<Item<'_>> = records.iter().map(item).collect();
+        let chart = contender_bars(&ctx(&["troupe"]), &items, "ask".into()).finish();
+        assert_eq!(chart.legend.len(), 3);
+        for (i, a) in chart.legend.iter().enumerate() {
+            for b in &chart.legend[i + 1..] {
+                assert!(
+                    super::super::model::colour_distance(a.look.colour, b.look.colour) >= 60.0,
+                    "{} and {} look alike",
+                    a.label,
+                    b.label
+                );
+                assert_ne!(a.look.marker, b.look.marker);
+            }
+        }
+        let Plot::Bars { bars, .. } = &chart.plot else {
+            panic!("bars")
+        };
+        for bar in bars {
+            assert_eq!(
+                bar.look, chart.legend[bar.slot].look,
+                "a bar looks like its entry"
+            );
+        }
+    }
+
+    #[test]
+    fn published_figures_join_only_the_groups_the_chart_has() {
+        let records = [record(
+            "construct",
+            "troupe",
+            json!({"actors": 100}),
+            &[0.05],
+        )];
+        let items: Vec<Item<'_>> = records.iter().map(item).collect();
+        let mut chart = contender_bars(&ctx(&["troupe"]), &items, "ring".into());
+        let Plot::Bars { groups, .. } = &chart.plot else {
+            panic!("bars")
+        };
+        let group = groups[0].clone();
+        let added = add_published_bars(
+            &mut chart,
+            &seeds::RING,
+            [
+                (group, "Erlang R12B".to_owned(), 0.2),
+                ("no such group".to_owned(), "Erlang R12B".to_owned(), 120.0),
+            ],
+        );
+        assert_eq!(added, 1);
+        assert_eq!(chart.legend.len(), 2);
+        assert!(chart.legend[1].look.published);
+        assert_eq!(chart.legend[1].label, "Erlang R12B · seed 000, published");
+        assert!(chart
+            .notes
+            .iter()
+            .any(|n| n.contains("not on this machine")));
+    }
 
     #[test]
     fn ids_are_slugs_and_unique() {
