@@ -848,7 +848,9 @@ fn all(
         for record in &compared.summary {
             runner.emit(record)?;
         }
-        if compared.skipped.is_empty() {
+        if !options.peers {
+            eprintln!("troupe alone (--no-peers): no peer was run");
+        } else if compared.skipped.is_empty() {
             eprintln!(
                 "peers run beside troupe: {}",
                 if compared.peers.is_empty() {

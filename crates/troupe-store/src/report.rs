@@ -117,18 +117,31 @@ fn timeline(report: &BenchReport) -> Vec<Record> {
                 .or(starts.first())
                 .map_or("", |(name, _)| name.as_str())
         };
-        for s in &run.report.seconds {
+        // Every second of the run, for every kind: a second in which no answer came is a
+        // count of zero (and has no latency), not a second left out.
+        let last = run.report.seconds.iter().map(|s| s.second).max();
+        let seconds = last.into_iter().flat_map(|last| 0..=last);
+        for (second, kind) in seconds.flat_map(|second| Kind::ALL.map(|kind| (second, kind))) {
+            let found = run
+                .report
+                .seconds
+                .iter()
+                .find(|s| s.second == second && s.kind == kind);
             let params = json!({
-                "request": s.kind.name(),
-                "second": s.second,
-                "phase": phase_at(s.second),
+                "request": kind.name(),
+                "second": second,
+                "phase": phase_at(second),
                 "run": run.run,
             });
-            for (metric, unit, value) in [
-                ("throughput", "req/s", s.answers as f64),
-                ("p50", "ms", s.p50_ms),
-                ("p99", "ms", s.p99_ms),
-            ] {
+            let figures = match found {
+                Some(s) => vec![
+                    ("throughput", "req/s", s.answers as f64),
+                    ("p50", "ms", s.p50_ms),
+                    ("p99", "ms", s.p99_ms),
+                ],
+                None => vec![("throughput", "req/s", 0.0)],
+            };
+            for (metric, unit, value) in figures {
                 let mut r = record(
                     metric,
                     run.store,
@@ -223,6 +236,7 @@ pub fn records(report: &BenchReport) -> Vec<Record> {
                 "request": "index",
                 "p99_under_ms": report.open_p99_ms,
                 "highest_rate_tried": report.open_top_rate,
+                "lowest_rate_tried": report.open_bottom_rate,
             }),
             "req/s",
             runs,

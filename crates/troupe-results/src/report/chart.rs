@@ -1168,7 +1168,9 @@ fn polygon(root: &Root<'_>, points: &[(i32, i32)], ink: RGBColor, fill: bool) ->
 
 /// A bar's value as its label: `≥` before a lower bound.
 fn value_text(mark: &Mark) -> String {
-    if mark.at_least {
+    if let Some(low) = mark.below {
+        format!("< {}", tick_text(low))
+    } else if mark.at_least {
         format!("≥ {}", tick_text(mark.median))
     } else {
         tick_text(mark.median)
@@ -1208,6 +1210,7 @@ mod tests {
             max: 5.0,
             failed: false,
             at_least: false,
+            below: None,
         };
         let a = value_axis(&[m, m], Scale::Linear, false);
         assert!(a.lo < a.hi && a.lo <= 5.0 && a.hi > 5.0);
@@ -1219,6 +1222,7 @@ mod tests {
             max: 0.0,
             failed: false,
             at_least: false,
+            below: None,
         };
         let a = value_axis(&[zero], Scale::Log, false);
         assert!(!a.log && a.lo < a.hi);

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::chart;
-use super::model::{at_sweep_top, better, param_names, params_key, value_text, Item};
+use super::model::{at_sweep_top, below_sweep, better, param_names, params_key, value_text, Item};
 use super::palette;
 use super::sections::{Block, Ctx, Section};
 use super::Series;
@@ -530,7 +530,12 @@ fn table(
             r.unit.as_str()
         };
         let mut median = number(r.median, unit);
-        if at_sweep_top(r) {
+        if let Some(low) = below_sweep(r) {
+            median = format!(
+                "&lt; {}<br><span class=\"note\">no step of the sweep held</span>",
+                number(low, unit)
+            );
+        } else if at_sweep_top(r) {
             median = format!(
                 "≥ {median}<br><span class=\"note\">the highest step the sweep tries</span>"
             );

@@ -182,6 +182,8 @@ pub(super) struct Mark {
     /// The value is the top of the sweep that measured it (the highest rate tried held), so
     /// the truth is this or more: labelled `≥`.
     pub at_least: bool,
+    /// Nothing the sweep tried held: the truth is below this, its lowest step (labelled `<`).
+    pub below: Option<f64>,
 }
 
 impl Mark {
@@ -192,6 +194,7 @@ impl Mark {
             max: record.max,
             failed: !record.validated,
             at_least: at_sweep_top(record),
+            below: below_sweep(record),
         }
     }
 
@@ -204,6 +207,7 @@ impl Mark {
             max: value,
             failed: false,
             at_least: false,
+            below: None,
         }
     }
 }
@@ -220,6 +224,19 @@ pub(super) fn at_sweep_top(record: &Record) -> bool {
         .get(SWEEP_TOP)
         .and_then(Value::as_f64)
         .is_some_and(|top| top > 0.0 && record.median >= top)
+}
+
+/// The parameter a sweep's record names its lowest step by.
+pub(super) const SWEEP_BOTTOM: &str = "lowest_rate_tried";
+
+/// The sweep's lowest step, when the record's value is under it: nothing the sweep tried
+/// held (a capacity of 0 means "below the lowest rate tried", not "none").
+pub(super) fn below_sweep(record: &Record) -> Option<f64> {
+    record
+        .params
+        .get(SWEEP_BOTTOM)
+        .and_then(Value::as_f64)
+        .filter(|low| *low > 0.0 && record.median < *low)
 }
 
 /// How far apart a record's repetitions are before a chart says so: the largest over the

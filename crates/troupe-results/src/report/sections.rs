@@ -7,9 +7,9 @@
 use std::cmp::Reverse;
 
 use super::model::{
-    at_sweep_top, better, constant_params, group_by, metric_label, params_subset, percentile,
-    short_metric, varying_params, wide_spread, Band, Bar, Chart, Dash, Item, Key, Line, Look, Mark,
-    Marker, Plot, Scale, SPREAD_LIMIT,
+    at_sweep_top, below_sweep, better, constant_params, group_by, metric_label, params_subset,
+    percentile, short_metric, varying_params, wide_spread, Band, Bar, Chart, Dash, Item, Key, Line,
+    Look, Mark, Marker, Plot, Scale, SPREAD_LIMIT,
 };
 use super::palette::{self, darken, series_shade, tint, Palette, Rgb};
 use super::seeds::{self, Seed};
@@ -586,14 +586,29 @@ fn sweep_top_note(items: &[Item<'_>]) -> Option<String> {
             )
         })
         .collect();
-    if tops.is_empty() {
-        return None;
+    let bottoms: Vec<String> = items
+        .iter()
+        .filter_map(|i| {
+            below_sweep(i.record)
+                .map(|low| format!("{} ({} {})", i.record.contender, human(low), i.record.unit))
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if !tops.is_empty() {
+        notes.push(format!(
+            "“≥”: {} held at the highest step the sweep tries, so the figure is a lower bound, \
+             not a measured limit.",
+            tops.join(", ")
+        ));
     }
-    Some(format!(
-        "“≥”: {} held at the highest step the sweep tries, so the figure is a lower bound, \
-         not a measured limit.",
-        tops.join(", ")
-    ))
+    if !bottoms.is_empty() {
+        notes.push(format!(
+            "“<”: {} held none of the steps the sweep tries, so the figure is below its lowest \
+             step (named here), not zero.",
+            bottoms.join(", ")
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join(" "))
 }
 
 /// The records whose repetitions lie more than [`SPREAD_LIMIT`] apart, when any do.
@@ -1542,6 +1557,29 @@ mod tests {
         assert!(chart.notes.iter().any(|n| n.contains("lower bound")));
         let svg = super::super::chart::draw(&chart).svg;
         assert!(svg.contains("≥ 100k"), "the bar's label says at least");
+
+        // Nothing held: not a capacity of zero, but below the lowest rate tried.
+        let none = record(
+            "capacity",
+            "thread-per-request",
+            json!({"request": "index", "lowest_rate_tried": 2_000.0}),
+            &[0.0],
+        );
+        assert_eq!(Mark::of(&none).below, Some(2_000.0));
+        assert_eq!(Mark::of(&below).below, None);
+        let note = sweep_top_note(&[item(&none)]).expect("a note");
+        assert!(
+            note.contains("below its lowest step") && note.contains("(2000 req/s)"),
+            "{note}"
+        );
+        let Block::Figure { chart, .. } = figure(
+            contender_bars(&ctx(&["thread-per-request"]), &[item(&none)], "t".into()),
+            vec![item(&none)],
+        ) else {
+            panic!("a figure")
+        };
+        let svg = super::super::chart::draw(&chart).svg;
+        assert!(svg.contains("&lt; 2000"), "{svg}");
     }
 
     #[test]
