@@ -58,10 +58,25 @@ pub struct CompareOptions {
     pub peers_dir: PathBuf,
     pub results_dir: PathBuf,
     pub build: bool,
-    pub quick: bool,
+    /// Which sizes run: `compare`'s own, its quick ones, or the seeds' series (`all`).
+    pub sizes: Sizes,
+    /// Run the peers under `peers_dir` (else troupe's own contenders only).
+    pub peers: bool,
     pub ring_rounds: Option<u64>,
     /// Longest wait for one process.
     pub timeout: Duration,
+}
+
+/// The sizes a comparison runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sizes {
+    /// `compare`: one size per scenario (two chains), a few seconds per process.
+    Compare,
+    /// `compare --quick`: tiny sizes.
+    Quick,
+    /// `all`: the seeds' own series (rings of 100 and 20,000, the counter's five sizes, chains
+    /// of 10 to 10,000); `full` also runs the chain of 10,000 OS threads.
+    Seeds { full: bool },
 }
 
 /// A `peer.json` manifest.
@@ -114,6 +129,8 @@ struct Contender {
 struct Case {
     scenario: Scenario,
     params: Map<String, Value>,
+    /// The longest chain a contender made of OS threads runs (`all --full`: 10,000).
+    thread_chain_limit: u64,
 }
 
 impl Case {
@@ -121,6 +138,7 @@ impl Case {
         Case {
             scenario,
             params: params.as_object().expect("object").clone(),
+            thread_chain_limit: 1_000,
         }
     }
 
@@ -129,6 +147,8 @@ impl Case {
         let mut case = self.clone();
         if c.os_threads {
             match self.scenario {
+                // A thread per actor: a ring of 20,000 threads measures the kernel.
+                Scenario::Ring if self.params["actors"].as_u64()? > 1_000 => return None,
                 // One OS context switch per hop: a hundredth of the rounds, same throughput unit.
                 Scenario::Ring => {
                     let rounds = self.params["rounds"].as_u64()?;
@@ -137,7 +157,9 @@ impl Case {
                 }
                 Scenario::Spawn => return None,
                 // The seed: 10,000 platform threads take many minutes.
-                Scenario::Chain if self.params["length"].as_u64()? > 1_000 => return None,
+                Scenario::Chain if self.params["length"].as_u64()? > self.thread_chain_limit => {
+                    return None
+                }
                 _ => {}
             }
         }
@@ -191,9 +213,13 @@ fn push_params(args: &mut Vec<String>, params: &Map<String, Value>) {
 
 fn cases(options: &CompareOptions) -> Vec<Case> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Sizes::Seeds { full } = options.sizes {
+        return seed_cases(options, cores, full);
+    }
+    let quick = options.sizes == Sizes::Quick;
     let mut out = Vec::new();
     for &s in &options.scenarios {
-        match (s, options.quick) {
+        match (s, quick) {
             (Scenario::Ring, true) => out.push(Case::new(s, json!({"actors": 100, "rounds": 100}))),
             (Scenario::Ring, false) => out.push(Case::new(
                 s,
@@ -214,6 +240,44 @@ fn cases(options: &CompareOptions) -> Vec<Case> {
                 out.push(Case::new(s, json!({"actors": 100, "messages": 10_000})));
             }
             (Scenario::Fanout, false) => out.push(Case::new(
+                s,
+                json!({"actors": 1_000, "messages": 10_000_000}),
+            )),
+        }
+    }
+    out
+}
+
+/// The seeds' own series, for `all`.
+fn seed_cases(options: &CompareOptions, cores: usize, full: bool) -> Vec<Case> {
+    let mut out = Vec::new();
+    for &s in &options.scenarios {
+        match s {
+            Scenario::Ring => {
+                // The seed sent 100 M messages; a tenth of them gives the same rate, and keeps
+                // the slowest peers' processes under a minute each.
+                out.push(Case::new(
+                    s,
+                    json!({"actors": 100, "rounds": options.ring_rounds.unwrap_or(100_000)}),
+                ));
+                out.push(Case::new(s, json!({"actors": 20_000, "rounds": 1_000})));
+            }
+            Scenario::Spawn => out.push(Case::new(s, json!({"actors": 1_000_000}))),
+            Scenario::Counter => {
+                for k in [300u64, 3_000, 30_000, 300_000, 3_000_000] {
+                    out.push(Case::new(s, json!({"producers": cores, "per_producer": k})));
+                }
+            }
+            Scenario::Chain => {
+                for n in [10u64, 100, 1_000, 10_000] {
+                    let mut case = Case::new(s, json!({"length": n}));
+                    if full {
+                        case.thread_chain_limit = 10_000;
+                    }
+                    out.push(case);
+                }
+            }
+            Scenario::Fanout => out.push(Case::new(
                 s,
                 json!({"actors": 1_000, "messages": 10_000_000}),
             )),
@@ -320,7 +384,11 @@ fn on_path(command: &str) -> bool {
 
 /// Reads the peers' manifests, skips the unavailable ones (saying how to install them), and
 /// builds the rest.
-fn peer_contenders(options: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<Contender>> {
+fn peer_contenders(
+    options: &CompareOptions,
+    say: &dyn Fn(&str),
+    skipped: &mut Vec<String>,
+) -> Result<Vec<Contender>> {
     let mut out = Vec::new();
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&options.peers_dir)
         .with_context(|| format!("reading the peers folder {}", options.peers_dir.display()))?
@@ -344,10 +412,12 @@ fn peer_contenders(options: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<C
             continue;
         }
         if let Some(missing) = manifest.requires.iter().find(|r| !on_path(r)) {
-            say(&format!(
-                "skipped {}: `{missing}` is not installed; {}",
+            let why = format!(
+                "{}: `{missing}` is not installed; {}",
                 manifest.runtime, manifest.install_hint
-            ));
+            );
+            say(&format!("skipped {why}"));
+            skipped.push(why);
             continue;
         }
         if options.build {
@@ -363,12 +433,14 @@ fn peer_contenders(options: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<C
             if !build.status.success() {
                 let stderr = String::from_utf8_lossy(&build.stderr);
                 let last = stderr.lines().rev().take(5).collect::<Vec<_>>();
-                say(&format!(
-                    "skipped {}: build failed ({}): {}",
+                let why = format!(
+                    "{}: build failed ({}): {}",
                     manifest.runtime,
                     build.status,
                     last.into_iter().rev().collect::<Vec<_>>().join(" | ")
-                ));
+                );
+                say(&format!("skipped {why}"));
+                skipped.push(why);
                 continue;
             }
             say(&format!(
@@ -541,7 +613,66 @@ struct Gathered {
     failure: Option<String>,
 }
 
+/// What a comparison gathered: a record per (case, metric, contender) with every repetition's
+/// sample, every line the processes printed, the Markdown table, the contenders that failed
+/// (one line each) and the peers that were skipped (with how to install them).
+pub struct Comparison {
+    pub summary: Vec<Record>,
+    pub raw: Vec<Record>,
+    pub markdown: String,
+    pub failures: Vec<String>,
+    pub skipped: Vec<String>,
+    /// The peer runtimes that ran.
+    pub peers: Vec<String>,
+}
+
+impl Comparison {
+    /// Writes `raw.jsonl` (every process's lines) and `results.md` into `folder`.
+    pub fn write_raw(&self, folder: &Path) -> Result<()> {
+        let mut raw_text = Vec::new();
+        for r in &self.raw {
+            serde_json::to_writer(&mut raw_text, r)?;
+            raw_text.push(b'\n');
+        }
+        std::fs::create_dir_all(folder)
+            .with_context(|| format!("cannot create the results folder {}", folder.display()))?;
+        troupe_results::write_whole(&folder.join("raw.jsonl"), &raw_text)?;
+        troupe_results::write_whole(&folder.join("results.md"), self.markdown.as_bytes())?;
+        Ok(())
+    }
+}
+
+/// `compare`: runs every contender on the cases, interleaved, and writes the results folder.
 pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
+    let compared = gather(runner, options)?;
+    let folder = options
+        .results_dir
+        .join(format!("compare-{}", troupe_results::utc_stamp()));
+    compared.write_raw(&folder)?;
+    let report =
+        troupe_results::write_results(&folder, &compared.summary).context("writing the results")?;
+    if runner.json {
+        for record in &compared.summary {
+            runner.emit(record)?;
+        }
+    } else {
+        println!("{}", compared.markdown);
+    }
+    eprintln!(
+        "results in {}: results.jsonl, raw.jsonl (every process's lines), results.md; report: {}",
+        folder.display(),
+        report.display()
+    );
+    if !compared.failures.is_empty() {
+        bail!("some contenders failed: {}", compared.failures.join("; "));
+    }
+    Ok(())
+}
+
+/// Runs every contender on the cases of `options`, repetitions interleaved, and gathers what
+/// they printed. A contender that fails is a line in `failures`, not an error: the others'
+/// figures stand.
+pub fn gather(runner: &Runner, options: &CompareOptions) -> Result<Comparison> {
     let say = |line: &str| eprintln!("{line}");
     let mut contenders: Vec<Contender> = local_contenders()?
         .into_iter()
@@ -553,7 +684,25 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
             }
         })
         .collect();
-    contenders.extend(peer_contenders(options, &say)?);
+    let mut skipped = Vec::new();
+    let peers = if options.peers {
+        peer_contenders(options, &say, &mut skipped)?
+    } else {
+        Vec::new()
+    };
+    let mut peer_runtimes: Vec<String> = Vec::new();
+    for peer in &peers {
+        let runtime = peer
+            .program
+            .parent()
+            .and_then(Path::file_name)
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !peer_runtimes.contains(&runtime) {
+            peer_runtimes.push(runtime);
+        }
+    }
+    contenders.extend(peers);
     if contenders.is_empty() {
         bail!("no contender to run (check --contenders and the peers folder)");
     }
@@ -649,18 +798,6 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
     }
 
     let markdown = render_markdown(&table, &contenders, repeat);
-    let folder = options
-        .results_dir
-        .join(format!("compare-{}", troupe_results::utc_stamp()));
-    let mut raw_text = Vec::new();
-    for r in &raw {
-        serde_json::to_writer(&mut raw_text, r)?;
-        raw_text.push(b'\n');
-    }
-    std::fs::create_dir_all(&folder)
-        .with_context(|| format!("cannot create the results folder {}", folder.display()))?;
-    troupe_results::write_whole(&folder.join("raw.jsonl"), &raw_text)?;
-    troupe_results::write_whole(&folder.join("results.md"), markdown.as_bytes())?;
 
     // One record per (case, metric, contender) with every repetition's sample.
     let command = troupe_results::command_line();
@@ -688,19 +825,6 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
             summary.push(record);
         }
     }
-    let report = troupe_results::write_results(&folder, &summary).context("writing the results")?;
-    if runner.json {
-        for record in &summary {
-            runner.emit(record)?;
-        }
-    } else {
-        println!("{markdown}");
-    }
-    eprintln!(
-        "results in {}: results.jsonl, raw.jsonl (every process's lines), results.md; report: {}",
-        folder.display(),
-        report.display()
-    );
     let failures: Vec<String> = table
         .iter()
         .flat_map(|((key, metric), m)| {
@@ -713,10 +837,14 @@ pub fn run(runner: &Runner, options: &CompareOptions) -> Result<()> {
                 })
         })
         .collect();
-    if !failures.is_empty() {
-        bail!("some contenders failed: {}", failures.join("; "));
-    }
-    Ok(())
+    Ok(Comparison {
+        summary,
+        raw,
+        markdown,
+        failures,
+        skipped,
+        peers: peer_runtimes,
+    })
 }
 
 /// `, about 3 min 20 s left` from the average time of the `done` steps so far; nothing before
@@ -914,6 +1042,69 @@ mod tests {
     }
 
     #[test]
+    fn all_runs_the_seeds_series() {
+        let mut options = CompareOptions {
+            scenarios: vec![
+                Scenario::Ring,
+                Scenario::Spawn,
+                Scenario::Counter,
+                Scenario::Chain,
+            ],
+            only: vec![],
+            peers_dir: PathBuf::new(),
+            results_dir: PathBuf::new(),
+            build: false,
+            sizes: Sizes::Seeds { full: false },
+            peers: true,
+            ring_rounds: None,
+            timeout: Duration::from_secs(1),
+        };
+        let keys: Vec<String> = cases(&options).iter().map(Case::key).collect();
+        let of = |scenario: &str| keys.iter().filter(|k| k.starts_with(scenario)).count();
+        assert_eq!(
+            (of("ring"), of("spawn"), of("counter"), of("chain")),
+            (2, 1, 5, 4)
+        );
+        let rings: Vec<Case> = cases(&options)
+            .into_iter()
+            .filter(|c| c.scenario == Scenario::Ring)
+            .collect();
+        assert_eq!(rings[0].params["actors"], 100);
+        assert_eq!(rings[1].params["actors"], 20_000);
+        for k in [300, 3_000, 30_000, 300_000, 3_000_000] {
+            assert!(
+                keys.iter()
+                    .any(|key| key.contains(&format!("per_producer={k}"))),
+                "{k}"
+            );
+        }
+        // A contender made of OS threads skips the 20,000-thread ring, and the chain of
+        // 10,000 threads unless the run is --full.
+        let threads = Contender {
+            name: "os-threads".into(),
+            describe: String::new(),
+            program: PathBuf::new(),
+            extra: vec![],
+            scenarios: vec![],
+            jvm: false,
+            os_threads: true,
+            chain_mode: "threads".into(),
+            own_params: BTreeMap::new(),
+            opt_in: false,
+        };
+        assert!(rings[1].for_contender(&threads).is_none());
+        let longest = |options: &CompareOptions| {
+            cases(options)
+                .into_iter()
+                .rfind(|c| c.scenario == Scenario::Chain)
+                .expect("chains")
+        };
+        assert!(longest(&options).for_contender(&threads).is_none());
+        options.sizes = Sizes::Seeds { full: true };
+        assert!(longest(&options).for_contender(&threads).is_some());
+    }
+
+    #[test]
     fn thread_contenders_get_smaller_cases() {
         let c = Contender {
             name: "x".into(),
@@ -947,7 +1138,8 @@ mod tests {
             peers_dir: PathBuf::new(),
             results_dir: PathBuf::new(),
             build: false,
-            quick: false,
+            sizes: Sizes::Compare,
+            peers: true,
             ring_rounds: None,
             timeout: Duration::from_secs(1),
         };
@@ -958,7 +1150,7 @@ mod tests {
             json!({"actors": 1_000, "messages": 10_000_000})
         );
         assert_eq!(full[0].key(), cases(&options)[0].key());
-        options.quick = true;
+        options.sizes = Sizes::Quick;
         let quick = cases(&options);
         assert_eq!(
             Value::Object(quick[0].params.clone()),

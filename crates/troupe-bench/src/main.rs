@@ -272,8 +272,11 @@ enum Command {
         #[arg(long)]
         ca: Option<std::path::PathBuf>,
     },
-    /// Every scenario with the seeds' sizes (about four minutes on 2 cores); writes the results
-    /// and the HTML report into `<results-dir>/all-<UTC time>/`.
+    /// Every scenario with the seeds' sizes; the seeds' scenarios (ring, spawn, counter, chain)
+    /// run troupe beside every peer installed under `peers/`, interleaved as `compare` runs
+    /// them, so the report is the side-by-side page. Writes the results, the comparison's
+    /// tables and the HTML report into `<results-dir>/all-<UTC time>/`. `--quick` runs troupe
+    /// alone at tiny sizes.
     All {
         /// Also run the chain of 10,000 OS threads (takes many minutes).
         #[arg(long)]
@@ -281,6 +284,15 @@ enum Command {
         /// Folder for the run's results (created before anything runs).
         #[arg(long, default_value = "results")]
         results_dir: std::path::PathBuf,
+        /// Folder holding the peer programs (default: ./peers, else the repository's).
+        #[arg(long)]
+        peers_dir: Option<std::path::PathBuf>,
+        /// Run troupe alone: no peer (the seeds' scenarios still run as compare runs them).
+        #[arg(long)]
+        no_peers: bool,
+        /// Do not run the peers' build scripts (use what is built).
+        #[arg(long)]
+        no_build: bool,
     },
     /// Reads result files (JSON Lines, the schema of `peers/PROTOCOL.md`) and writes one
     /// self-contained HTML page with a chart and a table per scenario into `--out`; several
@@ -427,6 +439,27 @@ fn check_combinations(matches: &clap::ArgMatches, cli: &Cli) -> Result<()> {
         ];
         if let Some(option) = run_options.iter().find(|id| given(id)) {
             bail!("report reads results and runs nothing: --{option} does not apply");
+        }
+    }
+    if let Command::All {
+        peers_dir,
+        no_peers,
+        no_build,
+        ..
+    } = &cli.command
+    {
+        if cli.global.quick {
+            for (id, set) in [
+                ("peers-dir", peers_dir.is_some()),
+                ("no-peers", *no_peers),
+                ("no-build", *no_build),
+            ] {
+                if set {
+                    bail!("all --quick runs troupe alone: --{id} does not apply");
+                }
+            }
+        } else if *no_peers && (peers_dir.is_some() || *no_build) {
+            bail!("--no-peers runs no peer: drop --peers-dir and --no-build");
         }
     }
     if cli.global.quick && name != "compare" {
@@ -647,13 +680,43 @@ fn run() -> Result<()> {
         Command::Store { runs, no_open } => {
             store::run(&runner, &store::config(quick, runs as usize, !no_open))
         }
-        Command::All { full, results_dir } => {
+        Command::All {
+            full,
+            results_dir,
+            peers_dir,
+            no_peers,
+            no_build,
+        } => {
             // The folder is made before anything runs, so a long run is never lost to it.
             let folder = results_dir.join(format!("all-{}", troupe_results::utc_stamp()));
+            let seeds = (!quick)
+                .then(|| -> Result<compare::CompareOptions> {
+                    let options = compare::CompareOptions {
+                        scenarios: vec![
+                            compare::Scenario::Ring,
+                            compare::Scenario::Spawn,
+                            compare::Scenario::Counter,
+                            compare::Scenario::Chain,
+                        ],
+                        only: Vec::new(),
+                        peers_dir: std::path::absolute(
+                            peers_dir.unwrap_or_else(compare::default_peers_dir),
+                        )?,
+                        results_dir: folder.clone(),
+                        build: !no_build,
+                        sizes: compare::Sizes::Seeds { full },
+                        peers: !no_peers,
+                        ring_rounds: None,
+                        timeout: std::time::Duration::from_secs(1800),
+                    };
+                    compare::validate(&options)?;
+                    Ok(options)
+                })
+                .transpose()?;
             std::fs::create_dir_all(&folder).with_context(|| {
                 format!("cannot create the results folder {}", folder.display())
             })?;
-            let outcome = all(&runner, &config, quick, full);
+            let outcome = all(&runner, &config, quick, seeds.as_ref(), &folder);
             // What was measured is kept even when a later scenario failed.
             let kept = runner.kept();
             if kept.is_empty() {
@@ -694,7 +757,12 @@ fn run() -> Result<()> {
                 )?,
                 results_dir,
                 build: !no_build,
-                quick,
+                sizes: if quick {
+                    compare::Sizes::Quick
+                } else {
+                    compare::Sizes::Compare
+                },
+                peers: true,
                 ring_rounds,
                 timeout: std::time::Duration::from_secs(timeout),
             };
@@ -752,44 +820,63 @@ fn counter_series(given: Vec<u64>, quick: bool) -> Vec<u64> {
 }
 
 /// The whole suite. Long scenarios run at most 3 measured repetitions.
-fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Result<()> {
+///
+/// With `seeds` (every run but `--quick`), the seeds' scenarios run as `compare` runs them:
+/// troupe and every installed peer, one process per repetition, interleaved; the rest are
+/// troupe's own and run in this process. `--quick` runs everything here, troupe alone.
+fn all(
+    runner: &Runner,
+    config: &SystemConfig,
+    quick: bool,
+    seeds: Option<&compare::CompareOptions>,
+    folder: &std::path::Path,
+) -> Result<()> {
     let long = Runner {
         repeat: runner.repeat.min(3),
         ..runner.clone()
     };
-    let rings: &[(u32, u64, Placement)] = if quick {
-        &[
-            (100, 100, Placement::Pool),
-            (1_000, 10, Placement::Pool),
-            (10, 10, Placement::Thread),
-        ]
-    } else {
-        &[
-            (100, 1_000_000, Placement::Pool),
-            (20_000, 1_000, Placement::Pool),
-            (100, 1_000, Placement::Thread),
-        ]
-    };
-    for &(actors, rounds, placement) in rings {
-        ring::run(
-            &long,
-            config,
-            ring::RingParams {
-                actors,
-                rounds,
-                placement,
-                bounded: None,
+    let mut failures = Vec::new();
+    if let Some(options) = seeds {
+        let compared = compare::gather(
+            &Runner {
+                warmup: 0,
+                kept: Default::default(),
+                ..long.clone()
             },
+            options,
         )?;
+        compared.write_raw(folder)?;
+        for record in &compared.summary {
+            runner.emit(record)?;
+        }
+        if !options.peers {
+            eprintln!("troupe alone (--no-peers): no peer was run");
+        } else if compared.skipped.is_empty() {
+            eprintln!(
+                "peers run beside troupe: {}",
+                if compared.peers.is_empty() {
+                    "none".to_owned()
+                } else {
+                    compared.peers.join(", ")
+                }
+            );
+        } else {
+            eprintln!(
+                "peers skipped (the report shows troupe without them): {}",
+                compared.skipped.join("; ")
+            );
+        }
+        failures = compared.failures;
+    } else {
+        quick_seed_scenarios(&long, runner, config)?;
     }
-    // The price of a bounded mailbox, beside the first ring above.
-    let (actors, rounds, _) = rings[0];
+    // The price of a bounded mailbox, beside the 100-actor ring.
     ring::run(
         &long,
         config,
         ring::RingParams {
-            actors,
-            rounds: rounds / 10,
+            actors: 100,
+            rounds: if quick { 10 } else { 100_000 },
             placement: Placement::Pool,
             bounded: Some(1_000),
         },
@@ -811,30 +898,43 @@ fn all(runner: &Runner, config: &SystemConfig, quick: bool, full: bool) -> Resul
         if quick { 10_000 } else { 2_000_000 },
         &router::Pick::ALL,
     )?;
-    spawn::run(runner, config, if quick { 1_000 } else { 1_000_000 })?;
+    store::run(runner, &store::config(quick, 1, true))?;
+    if !failures.is_empty() {
+        bail!("some contenders failed: {}", failures.join("; "));
+    }
+    Ok(())
+}
+
+/// The seeds' scenarios on troupe alone, in this process, at `--quick`'s sizes.
+fn quick_seed_scenarios(long: &Runner, runner: &Runner, config: &SystemConfig) -> Result<()> {
+    let rings = [
+        (100, 100, Placement::Pool),
+        (1_000, 10, Placement::Pool),
+        (10, 10, Placement::Thread),
+    ];
+    for (actors, rounds, placement) in rings {
+        ring::run(
+            long,
+            config,
+            ring::RingParams {
+                actors,
+                rounds,
+                placement,
+                bounded: None,
+            },
+        )?;
+    }
+    spawn::run(runner, config, 1_000)?;
     counter::run(
         runner,
         config,
         config.workers,
-        &counter_series(Vec::new(), quick),
+        &counter_series(Vec::new(), true),
         Placement::Pool,
     )?;
-    let actor_chains: &[usize] = if quick {
-        &[10, 100]
-    } else {
-        &[10, 100, 1_000, 10_000]
-    };
-    for &n in actor_chains {
-        chain::run(&long, config, n, chain::Mode::Actors, Placement::Pool)?;
+    for n in [10, 100] {
+        chain::run(long, config, n, chain::Mode::Actors, Placement::Pool)?;
+        chain::run(long, config, n, chain::Mode::Threads, Placement::Pool)?;
     }
-    let thread_chains: &[usize] = match (quick, full) {
-        (true, _) => &[10, 100],
-        (false, false) => &[10, 100, 1_000],
-        (false, true) => &[10, 100, 1_000, 10_000],
-    };
-    for &n in thread_chains {
-        chain::run(&long, config, n, chain::Mode::Threads, Placement::Pool)?;
-    }
-    store::run(runner, &store::config(quick, 1, true))?;
     Ok(())
 }

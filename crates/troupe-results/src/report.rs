@@ -24,6 +24,7 @@ mod chart;
 mod html;
 mod model;
 mod palette;
+mod seeds;
 mod sections;
 
 /// The records of one input file, and how the page names them.
@@ -72,7 +73,66 @@ pub fn render(series: &[Series]) -> String {
 
 /// The page, saying it was generated at `generated`.
 fn render_at(series: &[Series], generated: &str) -> String {
-    let items: Vec<model::Item<'_>> = series
+    let items = items_of(series);
+    let ctx = context(series, &items);
+    let sections = sections::build(&ctx, &items);
+    html::page(&ctx, series, &items, &sections, generated)
+}
+
+/// One chart of the page, drawn: the section it is in, its title, and its SVG (a standalone
+/// image: `<svg xmlns=…>` with inline text).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    /// The section's id (`ring`, `store`, ...).
+    pub section: String,
+    pub title: String,
+    pub svg: String,
+    /// What a reader must know to read it right (the page writes these under the chart).
+    pub notes: Vec<String>,
+}
+
+impl Figure {
+    /// A file name made from the title: `store-timeline-troupe-store-answers-per-second.svg`.
+    pub fn file_name(&self) -> String {
+        let mut name = String::new();
+        for c in self.title.chars() {
+            if c.is_ascii_alphanumeric() {
+                name.push(c.to_ascii_lowercase());
+            } else if !name.ends_with('-') {
+                name.push('-');
+            }
+        }
+        format!("{}.svg", name.trim_matches('-'))
+    }
+}
+
+/// Every chart the page of `series` draws, in page order: for a program that wants the
+/// images without the page (`troupe-store bench` writes its section's charts as files).
+pub fn figures(series: &[Series]) -> Vec<Figure> {
+    let items = items_of(series);
+    let ctx = context(series, &items);
+    sections::build(&ctx, &items)
+        .into_iter()
+        .flat_map(|section| {
+            let id = section.id.clone();
+            section
+                .blocks
+                .into_iter()
+                .filter_map(move |block| match block {
+                    sections::Block::Figure { chart, .. } => Some(Figure {
+                        section: id.clone(),
+                        title: chart.title.clone(),
+                        svg: chart::draw(&chart).svg,
+                        notes: chart.notes.clone(),
+                    }),
+                    _ => None,
+                })
+        })
+        .collect()
+}
+
+fn items_of(series: &[Series]) -> Vec<model::Item<'_>> {
+    series
         .iter()
         .enumerate()
         .flat_map(|(i, s)| {
@@ -80,13 +140,14 @@ fn render_at(series: &[Series], generated: &str) -> String {
                 .iter()
                 .map(move |record| model::Item { series: i, record })
         })
-        .collect();
-    let ctx = sections::Ctx {
+        .collect()
+}
+
+fn context(series: &[Series], items: &[model::Item<'_>]) -> sections::Ctx {
+    sections::Ctx {
         labels: distinct_labels(series),
         palette: palette::Palette::new(items.iter().map(|i| i.record.contender.as_str())),
-    };
-    let sections = sections::build(&ctx, &items);
-    html::page(&ctx, series, &items, &sections, generated)
+    }
 }
 
 /// The series' labels, made distinct (`name (2)`) where two are the same.
@@ -139,6 +200,44 @@ mod tests {
         );
         r.time = Some("2026-01-01T00:00:00Z".into());
         r
+    }
+
+    #[test]
+    fn figures_are_the_pages_charts_with_file_names() {
+        let records = vec![
+            record(
+                "counter",
+                "throughput",
+                "troupe",
+                json!({"producers": 2, "per_producer": 300}),
+                "msgs/s",
+                5.0,
+            ),
+            record(
+                "counter",
+                "throughput",
+                "troupe",
+                json!({"producers": 2, "per_producer": 3000}),
+                "msgs/s",
+                6.0,
+            ),
+        ];
+        let series = [Series {
+            label: "x".into(),
+            records,
+        }];
+        let figures = figures(&series);
+        assert_eq!(figures.len(), 1);
+        assert_eq!(figures[0].section, "counter");
+        assert_eq!(
+            figures[0].file_name(),
+            "counter-seed-002-throughput-against-messages-per-producer.svg"
+        );
+        assert!(figures[0].svg.starts_with("<svg "));
+        assert!(figures[0]
+            .svg
+            .contains("xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(render_at(&series, "now").contains(&figures[0].svg));
     }
 
     #[test]

@@ -216,6 +216,11 @@ pub struct BenchReport {
     pub users_per_kind: usize,
     /// The p99 bound of the capacity search (ms).
     pub open_p99_ms: f64,
+    /// The highest rate the capacity search tries (req/s): a store that holds it may hold
+    /// more, so its capacity is at least this.
+    pub open_top_rate: f64,
+    /// The lowest rate it tries: a store that holds none has a capacity below this.
+    pub open_bottom_rate: f64,
 }
 
 fn runtime(name: &str, threads: usize) -> Result<tokio::runtime::Runtime> {
@@ -421,5 +426,12 @@ pub fn run(config: &BenchConfig, progress: &mut dyn FnMut(&str)) -> Result<Bench
             .collect(),
         users_per_kind: config.closed.users_per_kind,
         open_p99_ms: config.open_p99.as_secs_f64() * 1000.0,
+        open_top_rate: config.open_rates.iter().copied().fold(0.0, f64::max),
+        open_bottom_rate: config
+            .open_rates
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+            .min(config.open_rates.iter().copied().fold(0.0, f64::max)),
     })
 }

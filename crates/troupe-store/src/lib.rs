@@ -46,7 +46,6 @@ pub mod sim_load;
 pub mod simulation;
 pub mod bench;
 pub mod report;
-pub mod chart;
 
 /// How long each backend takes to answer when healthy (the seed's 20 ms).
 pub const BACKEND_LATENCY: std::time::Duration = std::time::Duration::from_millis(20);

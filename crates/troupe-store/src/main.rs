@@ -19,8 +19,8 @@ use troupe_store::bench::{self, BenchConfig, StoreKind};
 use troupe_store::breaker::BreakerConfig;
 use troupe_store::bulkhead::BulkheadConfig;
 use troupe_store::listener::{listen, listen_async};
+use troupe_store::report;
 use troupe_store::thread_store::{ThreadStore, ThreadStoreConfig};
-use troupe_store::{chart, report};
 
 #[derive(Parser)]
 #[command(
@@ -393,6 +393,29 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
 }
 
+/// The store's charts, drawn by the suite's report (the store section of its page), one SVG
+/// file each, named after its title (`store-seed-001-answers-per-second-by-phase.svg`).
+fn write_charts(
+    records: &[troupe_results::Record],
+    dir: &std::path::Path,
+) -> Result<Vec<std::path::PathBuf>> {
+    let series = troupe_results::report::Series {
+        label: "troupe-store bench".to_owned(),
+        records: records.to_vec(),
+    };
+    let mut written = Vec::new();
+    for figure in troupe_results::report::figures(&[series])
+        .into_iter()
+        .filter(|f| f.section == "store")
+    {
+        let path = dir.join(figure.file_name());
+        troupe_results::write_whole(&path, figure.svg.as_bytes())
+            .with_context(|| format!("writing the chart {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
 fn bench_command(args: BenchArgs) -> Result<()> {
     let config = args.config()?;
     // The folder is made before the run, so a long run is never lost to it.
@@ -412,7 +435,7 @@ fn bench_command(args: BenchArgs) -> Result<()> {
         &args.out.join("report.json"),
         serde_json::to_string_pretty(&result)?.as_bytes(),
     )?;
-    let charts = chart::write_charts(&result, &args.out)?;
+    let charts = write_charts(&records, &args.out)?;
     if args.json {
         for line in &lines {
             println!("{line}");

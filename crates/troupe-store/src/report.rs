@@ -117,18 +117,31 @@ fn timeline(report: &BenchReport) -> Vec<Record> {
                 .or(starts.first())
                 .map_or("", |(name, _)| name.as_str())
         };
-        for s in &run.report.seconds {
+        // Every second of the run, for every kind: a second in which no answer came is a
+        // count of zero (and has no latency), not a second left out.
+        let last = run.report.seconds.iter().map(|s| s.second).max();
+        let seconds = last.into_iter().flat_map(|last| 0..=last);
+        for (second, kind) in seconds.flat_map(|second| Kind::ALL.map(|kind| (second, kind))) {
+            let found = run
+                .report
+                .seconds
+                .iter()
+                .find(|s| s.second == second && s.kind == kind);
             let params = json!({
-                "request": s.kind.name(),
-                "second": s.second,
-                "phase": phase_at(s.second),
+                "request": kind.name(),
+                "second": second,
+                "phase": phase_at(second),
                 "run": run.run,
             });
-            for (metric, unit, value) in [
-                ("throughput", "req/s", s.answers as f64),
-                ("p50", "ms", s.p50_ms),
-                ("p99", "ms", s.p99_ms),
-            ] {
+            let figures = match found {
+                Some(s) => vec![
+                    ("throughput", "req/s", s.answers as f64),
+                    ("p50", "ms", s.p50_ms),
+                    ("p99", "ms", s.p99_ms),
+                ],
+                None => vec![("throughput", "req/s", 0.0)],
+            };
+            for (metric, unit, value) in figures {
                 let mut r = record(
                     metric,
                     run.store,
@@ -144,6 +157,17 @@ fn timeline(report: &BenchReport) -> Vec<Record> {
         }
     }
     out
+}
+
+/// Answers with a 2xx status per second of the phase: what a user got, where `throughput`
+/// also counts refusals and errors (a store that refuses everything quickly answers a lot).
+fn ok_rate(s: &Summary) -> f64 {
+    let answered = s.ok + s.rejected + s.errors;
+    if answered == 0 {
+        0.0
+    } else {
+        s.throughput * s.ok as f64 / answered as f64
+    }
 }
 
 fn notes(store: StoreKind) -> &'static str {
@@ -177,6 +201,7 @@ pub fn records(report: &BenchReport) -> Vec<Record> {
             ("p90", "ms", pick(|s| s.p90_ms)),
             ("p99", "ms", pick(|s| s.p99_ms)),
             ("p999", "ms", pick(|s| s.p999_ms)),
+            ("ok_rate", "req/s", pick(ok_rate)),
             (
                 "not_ok",
                 "requests",
@@ -207,14 +232,42 @@ pub fn records(report: &BenchReport) -> Vec<Record> {
         out.push(record(
             "capacity",
             store,
-            json!({ "request": "index", "p99_under_ms": report.open_p99_ms }),
+            json!({
+                "request": "index",
+                "p99_under_ms": report.open_p99_ms,
+                "highest_rate_tried": report.open_top_rate,
+                "lowest_rate_tried": report.open_bottom_rate,
+            }),
             "req/s",
             runs,
             true,
             "open model: the highest fixed arrival rate whose p99 (from each request's planned start) stayed under the bound, with no errors",
         ));
     }
+    out.extend(open_points(report));
     out.extend(timeline(report));
+    out
+}
+
+/// The capacity search point by point (scenario `store-open`): each store's p99 at each
+/// offered rate it was tried at, per run, one sample per record.
+fn open_points(report: &BenchReport) -> Vec<Record> {
+    let mut out = Vec::new();
+    for capacity in &report.capacity {
+        for point in &capacity.points {
+            let mut r = record(
+                "p99",
+                capacity.store,
+                json!({ "request": "index", "rate": point.rate, "run": capacity.run }),
+                "ms",
+                vec![point.p99_ms],
+                point.errors == 0,
+                "open model: latency from each request's planned start, at a fixed arrival rate",
+            );
+            r.scenario = "store-open".to_owned();
+            out.push(r);
+        }
+    }
     out
 }
 

@@ -15,19 +15,18 @@ use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::{
     ChartBuilder, Circle, Color, DrawingArea, ErrorBar, FontStyle, FontTransform, IntoDrawingArea,
-    IntoFont, IntoLogRange, PathElement, RGBColor, Rectangle, SVGBackend, ShapeStyle, Text,
-    TextStyle, WHITE,
+    IntoFont, IntoLogRange, PathElement, Polygon, RGBColor, Rectangle, SVGBackend, ShapeStyle,
+    Text, TextStyle, WHITE,
 };
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::html::escape;
-use super::model::{Band, Bar, Chart, Dash, Key, Line, Mark, Plot, Scale};
-use super::palette::Rgb;
+use super::model::{Band, Bar, Chart, Dash, Key, Line, Mark, Marker, Plot, Scale};
+use super::palette::{tint, Rgb};
 use crate::stats::human;
 
-/// The image's width, and its height without the legend.
+/// The image's width (its height follows from what it holds).
 const WIDTH: i32 = 860;
-const BASE_HEIGHT: i32 = 420;
 /// plotters' SVG backend writes `font-size` as the given size divided by this.
 const FONT_SCALE: f64 = 1.24;
 const TITLE_PX: f64 = 16.0;
@@ -40,6 +39,8 @@ const BAND_PX: f64 = 11.0;
 /// Height of a line of tick labels, and of a legend row.
 const TICK_LINE: i32 = 15;
 const LEGEND_ROW: i32 = 20;
+/// Height of each further line of a wrapped legend label.
+const LEGEND_LINE: i32 = 15;
 /// Width of a legend entry's swatch with the gap before its text.
 const SWATCH: f64 = 30.0;
 
@@ -74,8 +75,14 @@ pub(super) fn draw(chart: &Chart) -> Drawn {
             .into_drawing_area();
         paint(&root, chart, &frame).and_then(|()| root.present().map_err(Into::into))
     };
-    if let Err(e) = painted {
-        svg = fallback(&chart.title, &e.to_string());
+    let legend = legend_svg(chart, &frame);
+    match (painted, legend) {
+        (Ok(()), Ok(keys)) => {
+            if let Some(end) = svg.rfind("</svg>") {
+                svg.insert_str(end, &keys);
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => svg = fallback(&chart.title, &e.to_string()),
     }
     let labelled = format!("<svg role=\"img\" aria-label=\"{}\" ", escape(&chart.title));
     Drawn {
@@ -106,6 +113,13 @@ struct Axis {
     ticks: Vec<f64>,
 }
 
+/// One row of the legend: its entries (key index, label lines, width) and its height.
+#[derive(Debug, Clone)]
+struct LegendRow {
+    entries: Vec<(usize, Vec<String>, f64)>,
+    height: i32,
+}
+
 /// Where everything goes, computed before anything is drawn.
 #[derive(Debug, Clone)]
 struct Frame {
@@ -117,13 +131,31 @@ struct Frame {
     top: i32,
     right: i32,
     bottom: i32,
+    title_lines: Vec<String>,
+    subtitle_lines: Vec<String>,
+    /// Each band's label, as lines, and how many lines the tallest has.
+    band_lines: Vec<Vec<String>>,
+    /// The value axis's description, as columns (it is written upwards).
+    y_label_lines: Vec<String>,
+    /// The x axis's description, as lines.
+    x_label_lines: Vec<String>,
     /// Each bar group's label, as lines.
     group_lines: Vec<Vec<String>>,
-    /// The legend: rows of (key index, label as shown, width).
-    legend: Vec<Vec<(usize, String, f64)>>,
+    legend: Vec<LegendRow>,
+    legend_top: i32,
     hidden: usize,
     failed: bool,
 }
+
+/// Height of a title line, a subtitle line, an axis description line, a band label line.
+const TITLE_LINE: i32 = 21;
+const SUBTITLE_LINE: i32 = 16;
+const AXIS_LINE: i32 = 16;
+const BAND_LINE: i32 = 13;
+/// Height of the plot itself.
+const PLOT_HEIGHT: i32 = 300;
+/// The widest a legend entry may be before its label wraps.
+const LEGEND_ENTRY: f64 = 400.0;
 
 impl Frame {
     fn new(chart: &Chart) -> Frame {
@@ -141,32 +173,70 @@ impl Frame {
         let hidden = count_hidden(&chart.plot, &y, x.as_ref());
         let failed = marks.iter().any(|m| m.failed && visible(m, &y));
 
+        let text_room = f64::from(WIDTH - 24);
+        let title_lines = wrap(&clean(&chart.title), TITLE_PX, text_room);
+        let subtitle_lines = if chart.subtitle.is_empty() {
+            Vec::new()
+        } else {
+            wrap(&clean(&chart.subtitle), SUBTITLE_PX, text_room)
+        };
+        let mut y_label = chart.y_label.clone();
+        if y.log {
+            y_label.push_str(", log scale");
+        }
+        let y_label_lines = wrap(&clean(&y_label), AXIS_PX, f64::from(PLOT_HEIGHT));
+
         let widest_tick = y
             .ticks
             .iter()
             .map(|t| text_width(&tick_text(*t), TICK_PX))
             .fold(0.0, f64::max);
-        let left = (widest_tick.ceil() as i32 + 36).max(64);
+        let left = (widest_tick.ceil() as i32 + 36).max(64)
+            + AXIS_LINE * (y_label_lines.len().max(1) as i32 - 1);
         let right = WIDTH - 26;
-        let mut top = if chart.subtitle.is_empty() { 44 } else { 62 };
-        if matches!(&chart.plot, Plot::Lines { bands, .. } if !bands.is_empty()) {
-            top += 16;
+        let plot_width = f64::from(right - left);
+
+        let band_lines: Vec<Vec<String>> = match (&chart.plot, &x) {
+            (Plot::Lines { bands, .. }, Some(x)) => bands
+                .iter()
+                .map(|b| {
+                    let share = if x.log {
+                        (b.to.max(x.lo).ln() - b.from.max(x.lo).ln()) / (x.hi.ln() - x.lo.ln())
+                    } else {
+                        (b.to.min(x.hi) - b.from.max(x.lo)) / (x.hi - x.lo)
+                    };
+                    let room = (share * plot_width - 6.0).max(48.0);
+                    wrap(&clean(&b.label), BAND_PX, room)
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let band_rows = band_lines.iter().map(Vec::len).max().unwrap_or(0) as i32;
+
+        let mut top = 12 + TITLE_LINE * title_lines.len() as i32;
+        top += SUBTITLE_LINE * subtitle_lines.len() as i32 + 10;
+        if band_rows > 0 {
+            top += BAND_LINE * band_rows + 6;
         }
+        let bottom = top + PLOT_HEIGHT;
+
         let group_lines = match &chart.plot {
             Plot::Bars { groups, .. } => {
-                let width = f64::from(right - left) / groups.len().max(1) as f64 - 8.0;
-                groups.iter().map(|g| wrap(g, TICK_PX, width, 3)).collect()
+                let width = plot_width / groups.len().max(1) as f64 - 8.0;
+                groups.iter().map(|g| wrap(g, TICK_PX, width)).collect()
             }
             Plot::Lines { .. } => Vec::new(),
         };
         let label_lines = group_lines.iter().map(Vec::len).max().unwrap_or(1).max(1) as i32;
-        let bottom = BASE_HEIGHT - (44 + TICK_LINE * label_lines);
+        let mut x_label = chart.x_label.clone();
+        if x.as_ref().is_some_and(|x| x.log) {
+            x_label.push_str(", log scale");
+        }
+        let x_label_lines = wrap(&clean(&x_label), AXIS_PX, plot_width);
+        let legend_top =
+            bottom + 7 + TICK_LINE * label_lines + 6 + AXIS_LINE * x_label_lines.len() as i32 + 8;
         let legend = legend_rows(&chart.legend, f64::from(WIDTH - 32));
-        let height = if legend.is_empty() {
-            BASE_HEIGHT
-        } else {
-            BASE_HEIGHT + 6 + LEGEND_ROW * legend.len() as i32
-        };
+        let height = legend_top + legend.iter().map(|r| r.height).sum::<i32>() + 8;
         Frame {
             y,
             x,
@@ -175,8 +245,14 @@ impl Frame {
             top,
             right,
             bottom,
+            title_lines,
+            subtitle_lines,
+            band_lines,
+            y_label_lines,
+            x_label_lines,
             group_lines,
             legend,
+            legend_top,
             hidden,
             failed,
         }
@@ -442,21 +518,10 @@ pub(super) fn text_width(text: &str, px: f64) -> f64 {
         * px
 }
 
-/// `text` cut (with an ellipsis) to fit `width`.
-fn fit(text: &str, px: f64, width: f64) -> String {
-    if text_width(text, px) <= width {
-        return text.to_owned();
-    }
-    let mut kept: String = text.to_owned();
-    while !kept.is_empty() && text_width(&kept, px) + text_width("…", px) > width {
-        kept.pop();
-    }
-    format!("{}…", kept.trim_end())
-}
-
-/// `text` broken into at most `max_lines` lines that fit `width`, at its `\n`s and spaces;
-/// a word too long for a line, and the rest of a text too long for the lines, are cut.
-fn wrap(text: &str, px: f64, width: f64, max_lines: usize) -> Vec<String> {
+/// `text` broken into lines that fit `width`, at its `\n`s and spaces; a word too long for a
+/// line is broken after a `-`, `=`, `/`, `_` or `,` in it where it can be, else anywhere.
+/// Nothing is ever cut: a text longer than the room takes more lines.
+fn wrap(text: &str, px: f64, width: f64) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for paragraph in text.split('\n') {
         let mut line = String::new();
@@ -466,39 +531,66 @@ fn wrap(text: &str, px: f64, width: f64, max_lines: usize) -> Vec<String> {
             } else {
                 format!("{line} {word}")
             };
-            if text_width(&candidate, px) <= width || line.is_empty() {
+            if text_width(&candidate, px) <= width {
                 line = candidate;
-            } else {
-                lines.push(std::mem::take(&mut line));
-                line = word.to_owned();
+                continue;
             }
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            let mut rest = word.to_owned();
+            while text_width(&rest, px) > width {
+                let (head, tail) = break_word(&rest, px, width);
+                lines.push(head);
+                rest = tail;
+            }
+            line = rest;
         }
         lines.push(line);
     }
-    let cut = lines.len() > max_lines;
-    lines.truncate(max_lines);
-    if cut {
-        if let Some(last) = lines.last_mut() {
-            last.push('…');
-        }
-    }
-    lines.into_iter().map(|l| fit(&l, px, width)).collect()
+    lines
 }
 
-/// The legend laid out in rows that fit `width`.
-fn legend_rows(keys: &[Key], width: f64) -> Vec<Vec<(usize, String, f64)>> {
-    let mut rows: Vec<Vec<(usize, String, f64)>> = Vec::new();
+/// The longest head of `word` that fits `width` (ending after a break character where one
+/// fits), and the rest; the head has at least one character.
+fn break_word(word: &str, px: f64, width: f64) -> (String, String) {
+    let chars: Vec<char> = word.chars().collect();
+    let mut fits = 1;
+    while fits < chars.len() && text_width(&chars[..=fits].iter().collect::<String>(), px) <= width
+    {
+        fits += 1;
+    }
+    let at = (1..fits)
+        .rev()
+        .find(|&i| matches!(chars[i - 1], '-' | '=' | '/' | '_' | ','))
+        .unwrap_or(fits);
+    (chars[..at].iter().collect(), chars[at..].iter().collect())
+}
+
+/// The legend laid out in rows that fit `width`; a long label wraps inside its entry.
+fn legend_rows(keys: &[Key], width: f64) -> Vec<LegendRow> {
+    let mut rows: Vec<LegendRow> = Vec::new();
     let mut used = 0.0;
+    let most = LEGEND_ENTRY.min(width);
     for (i, key) in keys.iter().enumerate() {
-        let label = fit(&clean(&key.label), LEGEND_PX, width - SWATCH - 20.0);
-        let w = SWATCH + text_width(&label, LEGEND_PX) + 20.0;
+        let lines = wrap(&clean(&key.label), LEGEND_PX, most - SWATCH - 20.0);
+        let text = lines
+            .iter()
+            .map(|l| text_width(l, LEGEND_PX))
+            .fold(0.0, f64::max);
+        let w = SWATCH + text + 20.0;
+        let height = (LEGEND_LINE * lines.len() as i32 + 5).max(LEGEND_ROW);
         match rows.last_mut() {
             Some(row) if used + w <= width => {
-                row.push((i, label, w));
+                row.entries.push((i, lines, w));
+                row.height = row.height.max(height);
                 used += w;
             }
             _ => {
-                rows.push(vec![(i, label, w)]);
+                rows.push(LegendRow {
+                    entries: vec![(i, lines, w)],
+                    height,
+                });
                 used = w;
             }
         }
@@ -589,14 +681,13 @@ where
         Plot::Lines { lines, .. } => paint_lines(root, frame, lines, &map)?,
     }
     paint_axes(root, chart, frame, &map)?;
-    paint_legend(root, chart, frame)?;
     Ok(())
 }
 
 /// The named stretches of the x axis: shaded where `shaded`, their names above the plot.
 fn paint_bands(root: &Root<'_>, frame: &Frame, bands: &[Band], map: Mapping<'_>) -> Painted {
     let Some(x) = &frame.x else { return Ok(()) };
-    for band in bands {
+    for (band, lines) in bands.iter().zip(&frame.band_lines) {
         let from = band.from.max(x.lo);
         let to = band.to.min(x.hi);
         if from >= to || from.is_nan() || to.is_nan() || (x.log && from <= 0.0) {
@@ -621,11 +712,19 @@ fn paint_bands(root: &Root<'_>, frame: &Frame, bands: &[Band], map: Mapping<'_>)
                 ))?;
             }
         }
-        let label = fit(&clean(&band.label), BAND_PX, f64::from(right - left - 4));
-        if label != "…" {
+        // Centred over the band, kept inside the image.
+        let widest = lines
+            .iter()
+            .map(|l| text_width(l, BAND_PX))
+            .fold(0.0, f64::max);
+        let half = (widest / 2.0).ceil() as i32 + 2;
+        let cx = ((left + right) / 2).clamp(half, WIDTH - half);
+        let count = lines.len() as i32;
+        for (j, line) in lines.iter().enumerate() {
+            let y = frame.top - 4 - BAND_LINE * (count - 1 - j as i32);
             root.draw(&Text::new(
-                label,
-                ((left + right) / 2, frame.top - 4),
+                line.clone(),
+                (cx, y),
                 font(BAND_PX, MUTED, Pos::new(HPos::Center, VPos::Bottom)),
             ))?;
         }
@@ -688,7 +787,7 @@ fn paint_bars(
     let gap = if bar_width > 8.0 { 2 } else { 0 };
     let labels_fit = bars
         .iter()
-        .all(|b| text_width(&tick_text(b.mark.median), VALUE_PX) + 2.0 <= bar_width + 6.0);
+        .all(|b| text_width(&value_text(&b.mark), VALUE_PX) + 2.0 <= bar_width + 6.0);
     let base = frame.bottom;
     for (g, members) in in_group.iter().enumerate() {
         let centre = f64::from(frame.left) + group_width * (g as f64 + 0.5);
@@ -704,10 +803,28 @@ fn paint_bars(
                     [(x0 + 1, top + 1), (x1 - 1, base - 1)],
                     fill.stroke_width(2),
                 ))?;
+            } else if bar.look.published {
+                // A figure published elsewhere: a pale fill in an outline of its colour.
+                root.draw(&Rectangle::new(
+                    [(x0, top), (x1, base)],
+                    colour(tint(bar.look.colour, 0.7)).filled(),
+                ))?;
+                root.draw(&Rectangle::new(
+                    [(x0 + 1, top + 1), (x1 - 1, base - 1)],
+                    fill.stroke_width(2),
+                ))?;
             } else {
                 root.draw(&Rectangle::new([(x0, top), (x1, base)], fill.filled()))?;
             }
             let cx = (x0 + x1) / 2;
+            if x1 - x0 >= 10 && base - top >= 14 {
+                let ink = if bar.look.published || bar.mark.failed {
+                    fill
+                } else {
+                    WHITE
+                };
+                paint_marker(root, bar.look.marker, (cx, base - 8), 3, ink, true)?;
+            }
             let (low, high) = (row(map, frame, bar.mark.min), row(map, frame, bar.mark.max));
             if high < low {
                 // The whisker alone: `ErrorBar` would also circle the median, which on a
@@ -721,12 +838,24 @@ fn paint_bars(
             }
             if labels_fit {
                 root.draw(&Text::new(
-                    tick_text(bar.mark.median),
+                    value_text(&bar.mark),
                     (cx, high.min(top) - 3),
                     font(VALUE_PX, INK, Pos::new(HPos::Center, VPos::Bottom)),
                 ))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Draws a stroke through `pixels` in the line's dash.
+fn stroke(root: &Root<'_>, pixels: Vec<(i32, i32)>, dash: Dash, ink: RGBColor) -> Painted {
+    let style = ink.stroke_width(2);
+    match dash {
+        Dash::Solid => root.draw(&PathElement::new(pixels, style))?,
+        Dash::Dashed => root.draw(&DashedPathElement::new(pixels, 8, 5, style))?,
+        Dash::Dotted => root.draw(&DashedPathElement::new(pixels, 2, 4, style))?,
+        Dash::Long => root.draw(&DashedPathElement::new(pixels, 16, 5, style))?,
     }
     Ok(())
 }
@@ -742,35 +871,31 @@ fn paint_lines(root: &Root<'_>, frame: &Frame, lines: &[Line], map: Mapping<'_>)
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
         let ink = colour(line.look.colour);
-        let pixels: Vec<(i32, i32)> = points
-            .iter()
-            .map(|(at, m)| (map(*at, frame.y.lo).0, row(map, frame, m.median)))
-            .collect();
-        if pixels.len() >= 2 {
-            let style = ink.stroke_width(2);
-            match line.look.dash {
-                Dash::Solid => root.draw(&PathElement::new(pixels.clone(), style))?,
-                Dash::Dashed => root.draw(&DashedPathElement::new(pixels.clone(), 8, 5, style))?,
-                Dash::Dotted => root.draw(&DashedPathElement::new(pixels.clone(), 2, 4, style))?,
-                Dash::Long => root.draw(&DashedPathElement::new(pixels.clone(), 16, 5, style))?,
+        // Runs of points close enough to join; a gap in the data ends a run.
+        let mut runs: Vec<Vec<(i32, i32)>> = Vec::new();
+        let mut last_x = f64::NAN;
+        for (at, m) in &points {
+            let pixel = (map(*at, frame.y.lo).0, row(map, frame, m.median));
+            let joined = line.gap.is_none_or(|gap| *at - last_x <= gap + 1e-9);
+            match runs.last_mut() {
+                Some(run) if joined => run.push(pixel),
+                _ => runs.push(vec![pixel]),
             }
+            last_x = *at;
         }
-        for ((_, mark), (px, py)) in points.iter().zip(&pixels) {
+        for run in runs.into_iter().filter(|r| r.len() >= 2) {
+            stroke(root, run, line.look.dash, ink)?;
+        }
+        // Markers only where there are few points; a long timeline is a line.
+        let marked = points.len() <= 40;
+        for (at, mark) in &points {
+            let (px, py) = (map(*at, frame.y.lo).0, row(map, frame, mark.median));
             let (low, high) = (row(map, frame, mark.min), row(map, frame, mark.max));
             if high < low {
-                root.draw(&ErrorBar::new_vertical(
-                    *px,
-                    low,
-                    *py,
-                    high,
-                    ink.filled(),
-                    8,
-                ))?;
-            } else {
-                root.draw(&Circle::new((*px, *py), 4, ink.filled()))?;
+                root.draw(&ErrorBar::new_vertical(px, low, py, high, ink.filled(), 8))?;
             }
-            if mark.failed {
-                root.draw(&Circle::new((*px, *py), 2, WHITE.filled()))?;
+            if marked {
+                paint_marker(root, line.look.marker, (px, py), 4, ink, !mark.failed)?;
             }
         }
     }
@@ -848,93 +973,208 @@ fn paint_axes(root: &Root<'_>, chart: &Chart, frame: &Frame, map: Mapping<'_>) -
         .max()
         .unwrap_or(1)
         .max(1) as i32;
-    let plot_width = f64::from(frame.right - frame.left);
-    let mut x_label = chart.x_label.clone();
-    if frame.x.as_ref().is_some_and(|x| x.log) {
-        x_label.push_str(", log scale");
-    }
-    root.draw(&Text::new(
-        fit(&clean(&x_label), AXIS_PX, plot_width),
-        (
-            (frame.left + frame.right) / 2,
-            below + TICK_LINE * lines + 6,
-        ),
-        font(AXIS_PX, INK, Pos::new(HPos::Center, VPos::Top)),
-    ))?;
-    let mut y_label = chart.y_label.clone();
-    if frame.y.log {
-        y_label.push_str(", log scale");
+    for (i, line) in frame.x_label_lines.iter().enumerate() {
+        root.draw(&Text::new(
+            line.clone(),
+            (
+                (frame.left + frame.right) / 2,
+                below + TICK_LINE * lines + 6 + AXIS_LINE * i as i32,
+            ),
+            font(AXIS_PX, INK, Pos::new(HPos::Center, VPos::Top)),
+        ))?;
     }
     let rotated = ("sans-serif", AXIS_PX * FONT_SCALE)
         .into_font()
         .transform(FontTransform::Rotate270)
         .color(&INK)
         .pos(Pos::new(HPos::Center, VPos::Top));
-    root.draw(&Text::new(
-        fit(
-            &clean(&y_label),
-            AXIS_PX,
-            f64::from(frame.bottom - frame.top),
-        ),
-        (8, (frame.top + frame.bottom) / 2),
-        rotated,
-    ))?;
+    for (i, line) in frame.y_label_lines.iter().enumerate() {
+        root.draw(&Text::new(
+            line.clone(),
+            (8 + AXIS_LINE * i as i32, (frame.top + frame.bottom) / 2),
+            rotated.clone(),
+        ))?;
+    }
     let title = ("sans-serif", TITLE_PX * FONT_SCALE)
         .into_font()
         .style(FontStyle::Bold)
         .color(&INK)
         .pos(Pos::new(HPos::Center, VPos::Top));
-    root.draw(&Text::new(
-        fit(&clean(&chart.title), TITLE_PX, f64::from(WIDTH - 24)),
-        (WIDTH / 2, 12),
-        title,
-    ))?;
-    if !chart.subtitle.is_empty() {
+    for (i, line) in frame.title_lines.iter().enumerate() {
         root.draw(&Text::new(
-            fit(&clean(&chart.subtitle), SUBTITLE_PX, f64::from(WIDTH - 24)),
-            (WIDTH / 2, 36),
+            line.clone(),
+            (WIDTH / 2, 12 + TITLE_LINE * i as i32),
+            title.clone(),
+        ))?;
+    }
+    let subtitle_top = 12 + TITLE_LINE * frame.title_lines.len() as i32 + 3;
+    for (i, line) in frame.subtitle_lines.iter().enumerate() {
+        root.draw(&Text::new(
+            line.clone(),
+            (WIDTH / 2, subtitle_top + SUBTITLE_LINE * i as i32),
             font(SUBTITLE_PX, MUTED, Pos::new(HPos::Center, VPos::Top)),
         ))?;
     }
     Ok(())
 }
 
-/// The legend, under the plot, each row centred.
-fn paint_legend(root: &Root<'_>, chart: &Chart, frame: &Frame) -> Painted {
+/// The legend, under the plot, each row centred; each entry's swatch shows its colour, its
+/// marker, and (for lines) its stroke. Each entry is its own `<g class="legend-key">` with
+/// a `<title>` of its label, so a reader (or a test) can tell the entries apart.
+fn legend_svg(chart: &Chart, frame: &Frame) -> Result<String, Box<dyn Error>> {
     let bars = matches!(chart.plot, Plot::Bars { .. });
-    for (r, entries) in frame.legend.iter().enumerate() {
-        let cy = BASE_HEIGHT + 6 + LEGEND_ROW * r as i32 + LEGEND_ROW / 2;
-        let width: f64 = entries.iter().map(|(_, _, w)| w).sum();
+    let mut out = String::new();
+    let mut row_top = frame.legend_top;
+    for row in &frame.legend {
+        let cy = row_top + LEGEND_ROW / 2;
+        let width: f64 = row.entries.iter().map(|(_, _, w)| w).sum();
         let mut x = (f64::from(WIDTH) - width) / 2.0;
-        for (k, label, w) in entries {
-            let look = chart.legend[*k].look;
-            let ink = colour(look.colour);
-            let sx = x.round() as i32;
-            if bars {
-                root.draw(&Rectangle::new(
-                    [(sx + 6, cy - 6), (sx + 20, cy + 6)],
-                    ink.filled(),
-                ))?;
-            } else {
-                let ends = [(sx, cy), (sx + 24, cy)];
-                let style = ink.stroke_width(2);
-                match look.dash {
-                    Dash::Solid => root.draw(&PathElement::new(ends, style))?,
-                    Dash::Dashed => root.draw(&DashedPathElement::new(ends, 8, 5, style))?,
-                    Dash::Dotted => root.draw(&DashedPathElement::new(ends, 2, 4, style))?,
-                    Dash::Long => root.draw(&DashedPathElement::new(ends, 16, 5, style))?,
-                }
-                root.draw(&Circle::new((sx + 12, cy), 4, ink.filled()))?;
+        for (k, lines, w) in &row.entries {
+            let key = &chart.legend[*k];
+            let mut entry = String::new();
+            {
+                let root = SVGBackend::with_string(&mut entry, (WIDTH as u32, frame.height as u32))
+                    .into_drawing_area();
+                paint_key(&root, key, bars, lines, (x, cy))?;
+                root.present()?;
             }
-            root.draw(&Text::new(
-                label.clone(),
-                ((x + SWATCH).round() as i32, cy),
-                font(LEGEND_PX, INK, Pos::new(HPos::Left, VPos::Center)),
-            ))?;
+            let inner = entry
+                .find('>')
+                .and_then(|open| entry.rfind("</svg>").map(|close| &entry[open + 1..close]))
+                .unwrap_or("");
+            out.push_str(&format!(
+                "<g class=\"legend-key\"><title>{}</title>{inner}</g>\n",
+                escape(&key.label)
+            ));
             x += w;
         }
+        row_top += row.height;
+    }
+    Ok(out)
+}
+
+/// One legend entry: its swatch at `x`, its label's lines beside it.
+fn paint_key(
+    root: &Root<'_>,
+    key: &Key,
+    bars: bool,
+    lines: &[String],
+    (x, cy): (f64, i32),
+) -> Painted {
+    let look = key.look;
+    let ink = colour(look.colour);
+    let sx = x.round() as i32;
+    if bars {
+        if look.published {
+            root.draw(&Rectangle::new(
+                [(sx + 4, cy - 8), (sx + 22, cy + 8)],
+                colour(tint(look.colour, 0.7)).filled(),
+            ))?;
+            root.draw(&Rectangle::new(
+                [(sx + 5, cy - 7), (sx + 21, cy + 7)],
+                ink.stroke_width(2),
+            ))?;
+            paint_marker(root, look.marker, (sx + 13, cy), 3, ink, true)?;
+        } else {
+            root.draw(&Rectangle::new(
+                [(sx + 4, cy - 8), (sx + 22, cy + 8)],
+                ink.filled(),
+            ))?;
+            paint_marker(root, look.marker, (sx + 13, cy), 3, WHITE, true)?;
+        }
+    } else {
+        stroke(root, vec![(sx, cy), (sx + 26, cy)], look.dash, ink)?;
+        paint_marker(root, look.marker, (sx + 13, cy), 4, ink, true)?;
+    }
+    for (i, line) in lines.iter().enumerate() {
+        root.draw(&Text::new(
+            line.clone(),
+            ((x + SWATCH).round() as i32, cy + LEGEND_LINE * i as i32),
+            font(LEGEND_PX, INK, Pos::new(HPos::Left, VPos::Center)),
+        ))?;
     }
     Ok(())
+}
+
+/// Draws `marker` centred at `at`, `size` pixels from its centre to its edge.
+fn paint_marker(
+    root: &Root<'_>,
+    marker: Marker,
+    at: (i32, i32),
+    size: i32,
+    ink: RGBColor,
+    fill: bool,
+) -> Painted {
+    let (x, y) = at;
+    let s = size;
+    let style = if fill {
+        ink.filled()
+    } else {
+        ink.stroke_width(2)
+    };
+    let line = ink.stroke_width(2);
+    match marker {
+        Marker::Circle => root.draw(&Circle::new(at, s, style))?,
+        Marker::Square => root.draw(&Rectangle::new([(x - s, y - s), (x + s, y + s)], style))?,
+        Marker::Triangle => polygon(
+            root,
+            &[(x, y - s - 1), (x - s - 1, y + s), (x + s + 1, y + s)],
+            ink,
+            fill,
+        )?,
+        Marker::Down => polygon(
+            root,
+            &[(x, y + s + 1), (x - s - 1, y - s), (x + s + 1, y - s)],
+            ink,
+            fill,
+        )?,
+        Marker::Diamond => polygon(
+            root,
+            &[
+                (x, y - s - 1),
+                (x + s + 1, y),
+                (x, y + s + 1),
+                (x - s - 1, y),
+            ],
+            ink,
+            fill,
+        )?,
+        Marker::Cross => {
+            root.draw(&PathElement::new([(x - s, y - s), (x + s, y + s)], line))?;
+            root.draw(&PathElement::new([(x - s, y + s), (x + s, y - s)], line))?;
+        }
+        Marker::Plus => {
+            root.draw(&PathElement::new([(x - s - 1, y), (x + s + 1, y)], line))?;
+            root.draw(&PathElement::new([(x, y - s - 1), (x, y + s + 1)], line))?;
+        }
+        Marker::Bar => root.draw(&Rectangle::new(
+            [(x - s - 1, y - s / 2 - 1), (x + s + 1, y + s / 2 + 1)],
+            style,
+        ))?,
+    }
+    Ok(())
+}
+
+fn polygon(root: &Root<'_>, points: &[(i32, i32)], ink: RGBColor, fill: bool) -> Painted {
+    if fill {
+        root.draw(&Polygon::new(points.to_vec(), ink.filled()))?;
+    } else {
+        let mut closed = points.to_vec();
+        closed.push(points[0]);
+        root.draw(&PathElement::new(closed, ink.stroke_width(2)))?;
+    }
+    Ok(())
+}
+
+/// A bar's value as its label: `≥` before a lower bound.
+fn value_text(mark: &Mark) -> String {
+    if let Some(low) = mark.below {
+        format!("< {}", tick_text(low))
+    } else if mark.at_least {
+        format!("≥ {}", tick_text(mark.median))
+    } else {
+        tick_text(mark.median)
+    }
 }
 
 #[cfg(test)]
@@ -969,6 +1209,8 @@ mod tests {
             min: 5.0,
             max: 5.0,
             failed: false,
+            at_least: false,
+            below: None,
         };
         let a = value_axis(&[m, m], Scale::Linear, false);
         assert!(a.lo < a.hi && a.lo <= 5.0 && a.hi > 5.0);
@@ -979,24 +1221,32 @@ mod tests {
             min: 0.0,
             max: 0.0,
             failed: false,
+            at_least: false,
+            below: None,
         };
         let a = value_axis(&[zero], Scale::Log, false);
         assert!(!a.log && a.lo < a.hi);
     }
 
     #[test]
-    fn wrapping_respects_width_and_lines() {
-        let lines = wrap(
-            "troupe-bounded\ncapacity=1000 more words here",
-            11.5,
-            120.0,
-            3,
-        );
-        assert!(lines.len() <= 3);
+    fn wrapping_fits_the_width_and_never_cuts() {
+        let text = "troupe-bounded\ncapacity=1000 more words here";
+        let lines = wrap(text, 11.5, 120.0);
         for l in &lines {
             assert!(text_width(l, 11.5) <= 120.0 + 1e-9, "{l}");
         }
-        assert_eq!(fit("abc", 12.0, 1000.0), "abc");
-        assert!(fit(&"x".repeat(200), 12.0, 100.0).ends_with('…'));
+        let words = |s: &str| s.split_whitespace().collect::<String>();
+        assert_eq!(words(&lines.join(" ")), words(text));
+        assert!(lines.iter().all(|l| !l.contains('…')));
+        // A word wider than the room breaks after a `-` or `=`, keeping every character.
+        let long = "reply=deferred-pipe-continuation-sent";
+        let lines = wrap(long, 12.0, 70.0);
+        assert!(lines.len() > 1, "{lines:?}");
+        assert_eq!(lines.concat(), long);
+        assert!(
+            lines[0].ends_with('=') || lines[0].ends_with('-'),
+            "{lines:?}"
+        );
+        assert_eq!(wrap("abc", 12.0, 1000.0), ["abc"]);
     }
 }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::chart;
-use super::model::{better, param_names, params_key, value_text, Item};
+use super::model::{at_sweep_top, below_sweep, better, param_names, params_key, value_text, Item};
 use super::palette;
 use super::sections::{Block, Ctx, Section};
 use super::Series;
@@ -339,12 +339,32 @@ fn section_html(out: &mut String, ctx: &Ctx, section: &Section<'_>, ratios: &Rat
                         }
                     );
                 }
+                for note in &chart.notes {
+                    let _ = write!(out, " <span class=\"note\">{}</span>", escape(note));
+                }
                 out.push_str("</figcaption>\n</figure>\n");
                 table(out, ctx, items, section.reference, ratios, drawn.y_log);
             }
             Block::Table { heading, items } => {
                 let _ = writeln!(out, "<h3>{}</h3>", escape(heading));
                 table(out, ctx, items, section.reference, ratios, false);
+            }
+            Block::Published { heading, rows } => {
+                let _ = writeln!(out, "<h3>{}</h3>", escape(heading));
+                out.push_str(
+                    "<div class=\"table\"><table>\n<thead><tr><th>published for</th>\
+                     <th>figure</th><th class=\"num\">value</th></tr></thead>\n<tbody>\n",
+                );
+                for [who, what, value] in rows {
+                    let _ = writeln!(
+                        out,
+                        "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+                        escape(who),
+                        escape(what),
+                        escape(value)
+                    );
+                }
+                out.push_str("</tbody></table></div>\n");
             }
             Block::NoData { commands } => {
                 let runs: Vec<String> = commands
@@ -510,6 +530,16 @@ fn table(
             r.unit.as_str()
         };
         let mut median = number(r.median, unit);
+        if let Some(low) = below_sweep(r) {
+            median = format!(
+                "&lt; {}<br><span class=\"note\">no step of the sweep held</span>",
+                number(low, unit)
+            );
+        } else if at_sweep_top(r) {
+            median = format!(
+                "≥ {median}<br><span class=\"note\">the highest step the sweep tries</span>"
+            );
+        }
         if log_axis && r.median.is_finite() && r.median <= 0.0 {
             median.push_str("<br><span class=\"note\">not drawn: ≤ 0 on a log axis</span>");
         }

@@ -179,6 +179,11 @@ pub(super) struct Mark {
     pub max: f64,
     /// The run's own check failed (`validated: false`): drawn hollow.
     pub failed: bool,
+    /// The value is the top of the sweep that measured it (the highest rate tried held), so
+    /// the truth is this or more: labelled `≥`.
+    pub at_least: bool,
+    /// Nothing the sweep tried held: the truth is below this, its lowest step (labelled `<`).
+    pub below: Option<f64>,
 }
 
 impl Mark {
@@ -188,7 +193,89 @@ impl Mark {
             min: record.min,
             max: record.max,
             failed: !record.validated,
+            at_least: at_sweep_top(record),
+            below: below_sweep(record),
         }
+    }
+
+    /// One known value, with no spread and no check: a seed's published figure, or a count
+    /// of nothing where a record is missing.
+    pub fn exact(value: f64) -> Mark {
+        Mark {
+            median: value,
+            min: value,
+            max: value,
+            failed: false,
+            at_least: false,
+            below: None,
+        }
+    }
+}
+
+/// The parameter a sweep's record names its highest step by (`highest_rate_tried` of the
+/// store's capacity search).
+pub(super) const SWEEP_TOP: &str = "highest_rate_tried";
+
+/// Whether the record's value is the highest step its sweep tried: the sweep stopped because
+/// it ran out of steps, not because the value failed, so the value is a lower bound.
+pub(super) fn at_sweep_top(record: &Record) -> bool {
+    record
+        .params
+        .get(SWEEP_TOP)
+        .and_then(Value::as_f64)
+        .is_some_and(|top| top > 0.0 && record.median >= top)
+}
+
+/// The parameter a sweep's record names its lowest step by.
+pub(super) const SWEEP_BOTTOM: &str = "lowest_rate_tried";
+
+/// The sweep's lowest step, when the record's value is under it: nothing the sweep tried
+/// held (a capacity of 0 means "below the lowest rate tried", not "none").
+pub(super) fn below_sweep(record: &Record) -> Option<f64> {
+    record
+        .params
+        .get(SWEEP_BOTTOM)
+        .and_then(Value::as_f64)
+        .filter(|low| *low > 0.0 && record.median < *low)
+}
+
+/// How far apart a record's repetitions are before a chart says so: the largest over the
+/// smallest sample.
+pub(super) const SPREAD_LIMIT: f64 = 1.5;
+
+/// The record's spread (largest sample over smallest) when it is over [`SPREAD_LIMIT`];
+/// `None` for records whose samples are too few, not positive, or close together.
+pub(super) fn wide_spread(record: &Record) -> Option<f64> {
+    if record.samples.len() < 2
+        || record.min.is_nan()
+        || record.min <= 0.0
+        || !record.max.is_finite()
+    {
+        return None;
+    }
+    let spread = record.max / record.min;
+    (spread > SPREAD_LIMIT).then_some(spread)
+}
+
+/// The shape drawn at a line's points, on a bar and in the legend: each entry of a chart gets
+/// its own, so series differ by more than their colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Marker {
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+    Cross,
+    Down,
+    Plus,
+    Bar,
+}
+
+impl Marker {
+    /// The marker of the `n`th legend entry.
+    pub fn nth(n: usize) -> Marker {
+        use Marker::*;
+        [Circle, Square, Triangle, Diamond, Cross, Down, Plus, Bar][n % 8]
     }
 }
 
@@ -213,6 +300,22 @@ impl Dash {
 pub(super) struct Look {
     pub colour: Rgb,
     pub dash: Dash,
+    pub marker: Marker,
+    /// A figure published elsewhere (a seed's own), not measured here: drawn outlined.
+    pub published: bool,
+}
+
+impl Look {
+    /// A measured series in `colour`, stroked `dash` (its marker is set when the chart is
+    /// finished, see [`Chart::finish`]).
+    pub fn new(colour: Rgb, dash: Dash) -> Look {
+        Look {
+            colour,
+            dash,
+            marker: Marker::Circle,
+            published: false,
+        }
+    }
 }
 
 /// The value axis: linear, logarithmic, or logarithmic when the values span more than two
@@ -238,6 +341,9 @@ pub(super) struct Bar {
 pub(super) struct Line {
     pub look: Look,
     pub points: Vec<(f64, Mark)>,
+    /// Points further apart on x than this are not joined: the line stops at a gap in the
+    /// data instead of drawing a straight line across it.
+    pub gap: Option<f64>,
 }
 
 /// A stretch of the x axis named in the chart (a phase of a run), shaded if `shaded`.
@@ -279,7 +385,65 @@ pub(super) struct Chart {
     pub y_label: String,
     pub y_scale: Scale,
     pub plot: Plot,
+    /// One entry per bar slot (`Bar::slot` is its index) or per line (in order).
     pub legend: Vec<Key>,
+    /// Sentences under the chart: what a reader must know to read it right (wide spreads,
+    /// lower bounds, where published figures come from).
+    pub notes: Vec<String>,
+}
+
+impl Chart {
+    /// Gives every legend entry its own colour and marker (a colour shared with an earlier
+    /// entry is shaded until it differs), and the bars and lines their entry's look.
+    pub fn finish(mut self) -> Chart {
+        let mut used: Vec<Rgb> = Vec::new();
+        for (i, key) in self.legend.iter_mut().enumerate() {
+            key.look.colour = distinct_colour(key.look.colour, &used);
+            key.look.marker = Marker::nth(i);
+            used.push(key.look.colour);
+        }
+        match &mut self.plot {
+            Plot::Bars { bars, .. } => {
+                for bar in bars {
+                    if let Some(key) = self.legend.get(bar.slot) {
+                        bar.look = key.look;
+                    }
+                }
+            }
+            Plot::Lines { lines, .. } => {
+                for (line, key) in lines.iter_mut().zip(&self.legend) {
+                    line.look = key.look;
+                }
+            }
+        }
+        self
+    }
+}
+
+/// `colour`, or the first shade of it far enough from every colour in `used`.
+pub(super) fn distinct_colour(colour: Rgb, used: &[Rgb]) -> Rgb {
+    use super::palette::{category, darken, tint};
+    let far = |c: Rgb| used.iter().all(|u| colour_distance(c, *u) >= MIN_DISTANCE);
+    let shades = [
+        colour,
+        tint(colour, 0.45),
+        darken(colour, 0.45),
+        tint(colour, 0.7),
+        darken(colour, 0.7),
+    ];
+    shades
+        .into_iter()
+        .chain((0..12).map(category))
+        .find(|c| far(*c))
+        .unwrap_or(colour)
+}
+
+/// How far apart two colours must be to tell them apart at a glance (in RGB, 0 to 441).
+const MIN_DISTANCE: f64 = 60.0;
+
+pub(super) fn colour_distance(a: Rgb, b: Rgb) -> f64 {
+    let d = |x: u8, y: u8| (f64::from(x) - f64::from(y)).powi(2);
+    (d(a.0, b.0) + d(a.1, b.1) + d(a.2, b.2)).sqrt()
 }
 
 #[cfg(test)]

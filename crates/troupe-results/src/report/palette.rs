@@ -105,21 +105,6 @@ pub(super) fn category(i: usize) -> Rgb {
     )
 }
 
-/// A percentile's colour: low percentiles blue, the tail orange to dark red.
-pub(super) fn percentile(p: f64) -> Rgb {
-    if p < 50.0 {
-        (0x74, 0xad, 0xd1)
-    } else if p < 90.0 {
-        (0x45, 0x75, 0xb4)
-    } else if p < 99.0 {
-        (0xf4, 0x6d, 0x43)
-    } else if p < 99.9 {
-        (0xd7, 0x30, 0x27)
-    } else {
-        (0x7f, 0x00, 0x00)
-    }
-}
-
 /// The colour mixed with white: `amount` 0 keeps it, 1 is white.
 pub(super) fn tint(c: Rgb, amount: f64) -> Rgb {
     mix(c, (255, 255, 255), amount)

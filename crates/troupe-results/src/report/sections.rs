@@ -7,10 +7,13 @@
 use std::cmp::Reverse;
 
 use super::model::{
-    better, constant_params, group_by, metric_label, params_subset, percentile, short_metric,
-    varying_params, Band, Bar, Chart, Dash, Item, Key, Line, Look, Mark, Plot, Scale,
+    at_sweep_top, below_sweep, better, constant_params, group_by, metric_label, params_subset,
+    percentile, short_metric, varying_params, wide_spread, Band, Bar, Chart, Dash, Item, Key, Line,
+    Look, Mark, Marker, Plot, Scale, SPREAD_LIMIT,
 };
 use super::palette::{self, darken, series_shade, tint, Palette, Rgb};
+use super::seeds::{self, Seed};
+use crate::stats::human;
 
 /// What every builder needs: the series' labels and the contenders' colours.
 pub(super) struct Ctx {
@@ -55,6 +58,11 @@ pub(super) enum Block<'a> {
     Table {
         heading: String,
         items: Vec<Item<'a>>,
+    },
+    /// A seed's published figures, as rows of (who, what, value).
+    Published {
+        heading: String,
+        rows: Vec<[String; 3]>,
     },
     /// The section has no records; each of `commands` would make them.
     NoData { commands: &'static [&'static str] },
@@ -121,7 +129,7 @@ const SCENARIOS: &[(&str, &str, &str)] = &[
 ];
 
 /// The scenarios the store section shows.
-const STORE: &[&str] = &["store", "store-timeline"];
+const STORE: &[&str] = &["store", "store-open", "store-timeline"];
 
 /// How many sizes (ring sizes, spawn counts) of one metric get a chart each; the others are
 /// listed in the section's last table.
@@ -147,13 +155,7 @@ pub(super) fn build<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Section<'a>> {
             continue;
         }
         let blocks = match name {
-            "ring" => sized_bars(
-                ctx,
-                "ring",
-                &its,
-                &["actors", "rounds"],
-                &["throughput", "construct"],
-            ),
+            "ring" => ring(ctx, &its),
             "spawn" => sized_bars(ctx, "spawn", &its, &["actors"], &["spawn_time", "memory"]),
             "counter" => counter(ctx, &its),
             "chain" => chain(ctx, &its),
@@ -216,7 +218,7 @@ fn finish<'a>(
             Block::Figure { items, .. } | Block::Table { items, .. } => {
                 items.iter().any(|i| i.same(item))
             }
-            Block::NoData { .. } => false,
+            Block::NoData { .. } | Block::Published { .. } => false,
         })
     };
     let rest: Vec<Item<'a>> = items.iter().filter(|i| !shown(i)).copied().collect();
@@ -340,10 +342,7 @@ fn bar_chart(items: &[Item<'_>], spec: BarSpec<'_>) -> Chart {
                 group,
                 slot,
                 mark: Mark::of(item.record),
-                look: Look {
-                    colour: slots[slot].2,
-                    dash: Dash::Solid,
-                },
+                look: Look::new(slots[slot].2, Dash::Solid),
             })
         })
         .collect();
@@ -364,12 +363,10 @@ fn bar_chart(items: &[Item<'_>], spec: BarSpec<'_>) -> Chart {
             .into_iter()
             .map(|(_, label, colour)| Key {
                 label,
-                look: Look {
-                    colour,
-                    dash: Dash::Solid,
-                },
+                look: Look::new(colour, Dash::Solid),
             })
             .collect(),
+        notes: Vec::new(),
     }
 }
 
@@ -429,10 +426,7 @@ fn sized_bars<'a>(
         for (_, members) in sizes.into_iter().take(MAX_SIZES) {
             let title = format!("{scenario}: {}", metric.replace('_', " "));
             let chart = contender_bars(ctx, &members, title);
-            blocks.push(Block::Figure {
-                chart,
-                items: members,
-            });
+            blocks.push(figure(chart, members));
         }
     }
     blocks
@@ -509,10 +503,7 @@ fn line_chart<'a>(ctx: &Ctx, items: &[Item<'a>], spec: LineSpec<'_>) -> (Chart, 
             v
         };
         let variant = variants.iter().position(|e| *e == line.extra).unwrap_or(0);
-        let look = Look {
-            colour: line.colour,
-            dash: Dash::nth(line.series + series * variant),
-        };
+        let look = Look::new(line.colour, Dash::nth(line.series + series * variant));
         let base = if line.extra.is_empty() {
             line.name.clone()
         } else {
@@ -524,7 +515,11 @@ fn line_chart<'a>(ctx: &Ctx, items: &[Item<'a>], spec: LineSpec<'_>) -> (Chart, 
         });
         let mut points = line.points.clone();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        drawn_lines.push(Line { look, points });
+        drawn_lines.push(Line {
+            look,
+            points,
+            gap: None,
+        });
     }
     let first = drawn.first().map(|i| i.record);
     let chart = Chart {
@@ -541,6 +536,7 @@ fn line_chart<'a>(ctx: &Ctx, items: &[Item<'a>], spec: LineSpec<'_>) -> (Chart, 
             bands: spec.bands,
         },
         legend: keys,
+        notes: Vec::new(),
     };
     (chart, drawn)
 }
@@ -553,21 +549,304 @@ fn by_contender(ctx: &Ctx) -> impl Fn(&Item<'_>) -> (u64, String, Rgb) + '_ {
     }
 }
 
-/// The line's name, rank and colour for a chart whose lines are percentiles.
-fn by_percentile(i: &Item<'_>) -> (u64, String, Rgb) {
-    let p = percentile(&i.record.metric).unwrap_or(100.0);
-    (
-        (p * 1000.0) as u64,
-        short_metric(&i.record.metric).to_owned(),
-        palette::percentile(p),
-    )
-}
-
 /// Adds the chart unless it draws nothing.
 fn push_lines<'a>(blocks: &mut Vec<Block<'a>>, (chart, items): (Chart, Vec<Item<'a>>)) {
     if !items.is_empty() {
-        blocks.push(Block::Figure { chart, items });
+        blocks.push(figure(chart, items));
     }
+}
+
+/// The drawn chart of `items`, finished (every legend entry its own colour and marker), with
+/// the notes a reader needs: values that are the top of their sweep, and wide spreads.
+fn figure<'a>(mut chart: Chart, items: Vec<Item<'a>>) -> Block<'a> {
+    if let Some(note) = sweep_top_note(&items) {
+        chart.notes.push(note);
+    }
+    if let Some(note) = spread_note(&items) {
+        chart.notes.push(note);
+    }
+    Block::Figure {
+        chart: chart.finish(),
+        items,
+    }
+}
+
+/// Who (and at what) the chart shows as a lower bound, when anyone: the value is the highest
+/// step its sweep tries.
+fn sweep_top_note(items: &[Item<'_>]) -> Option<String> {
+    let tops: Vec<String> = items
+        .iter()
+        .filter(|i| at_sweep_top(i.record))
+        .map(|i| {
+            format!(
+                "{} ({} {})",
+                i.record.contender,
+                human(i.record.median),
+                i.record.unit
+            )
+        })
+        .collect();
+    let bottoms: Vec<String> = items
+        .iter()
+        .filter_map(|i| {
+            below_sweep(i.record)
+                .map(|low| format!("{} ({} {})", i.record.contender, human(low), i.record.unit))
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if !tops.is_empty() {
+        notes.push(format!(
+            "“≥”: {} held at the highest step the sweep tries, so the figure is a lower bound, \
+             not a measured limit.",
+            tops.join(", ")
+        ));
+    }
+    if !bottoms.is_empty() {
+        notes.push(format!(
+            "“<”: {} held none of the steps the sweep tries, so the figure is below its lowest \
+             step (named here), not zero.",
+            bottoms.join(", ")
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join(" "))
+}
+
+/// The records whose repetitions lie more than [`SPREAD_LIMIT`] apart, when any do.
+fn spread_note(items: &[Item<'_>]) -> Option<String> {
+    let mut wide: Vec<(f64, String)> = items
+        .iter()
+        .filter_map(|i| {
+            let spread = wide_spread(i.record)?;
+            let params = params_subset(i, &super::model::param_names(&[*i]));
+            let who = if params.is_empty() {
+                i.record.contender.clone()
+            } else {
+                format!("{} at {params}", i.record.contender)
+            };
+            Some((spread, format!("{who} ({spread:.1}×)")))
+        })
+        .collect();
+    if wide.is_empty() {
+        return None;
+    }
+    wide.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let count = wide.len();
+    let shown: Vec<String> = wide.into_iter().take(4).map(|(_, s)| s).collect();
+    let more = if count > shown.len() {
+        format!(" and {} more", count - shown.len())
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "Wide spread: the largest repetition is over {SPREAD_LIMIT}× the smallest for {}{more}; \
+         read those medians with care (the whiskers show the range).",
+        shown.join(", ")
+    ))
+}
+
+/// The look of the `n`th published (seed) series of a chart.
+fn published_look(n: usize) -> Look {
+    Look {
+        colour: seeds::colour(n),
+        dash: Dash::Dashed,
+        marker: Marker::Circle,
+        published: true,
+    }
+}
+
+/// Adds the seed's figures to a bar chart, each beside the measured bars of the group it
+/// belongs to (`(group label, who, value)`; a figure whose group the chart does not have is
+/// left out). Returns how many were added; the chart says where they come from.
+fn add_published_bars(
+    chart: &mut Chart,
+    seed: &Seed,
+    figures: impl IntoIterator<Item = (String, String, f64)>,
+) -> usize {
+    let Plot::Bars { groups, bars } = &mut chart.plot else {
+        return 0;
+    };
+    let mut added = 0;
+    for (group, who, value) in figures {
+        let Some(g) = groups.iter().position(|x| *x == group) else {
+            continue;
+        };
+        let label = seed.label(&who);
+        let slot = match chart.legend.iter().position(|k| k.label == label) {
+            Some(slot) => slot,
+            None => {
+                let n = chart.legend.iter().filter(|k| k.look.published).count();
+                chart.legend.push(Key {
+                    label,
+                    look: published_look(n),
+                });
+                chart.legend.len() - 1
+            }
+        };
+        bars.push(Bar {
+            group: g,
+            slot,
+            mark: Mark::exact(value),
+            look: chart.legend[slot].look,
+        });
+        added += 1;
+    }
+    if added > 0 {
+        chart.notes.push(seed.note());
+    }
+    added
+}
+
+/// Adds the seed's series to a line chart as dashed lines of their own.
+fn add_published_lines(chart: &mut Chart, seed: &Seed, series: &[(&str, &[(u64, f64)])]) {
+    let Plot::Lines { lines, .. } = &mut chart.plot else {
+        return;
+    };
+    if lines.is_empty() {
+        return;
+    }
+    for (n, (who, points)) in series.iter().enumerate() {
+        let look = published_look(n);
+        chart.legend.push(Key {
+            label: seed.label(who),
+            look,
+        });
+        lines.push(Line {
+            look,
+            points: points
+                .iter()
+                .map(|(x, v)| (*x as f64, Mark::exact(*v)))
+                .collect(),
+            gap: None,
+        });
+    }
+    chart.notes.push(seed.note());
+}
+
+/// A seed's published figures as a table, when it published any.
+fn published_table<'a>(seed: &Seed, rows: Vec<[String; 3]>) -> Option<Block<'a>> {
+    (!rows.is_empty()).then(|| Block::Published {
+        heading: format!(
+            "Seed {}'s published figures (measured on {})",
+            seed.number, seed.hardware
+        ),
+        rows,
+    })
+}
+
+/// A whole number with thousands separated: `20,000`.
+fn count_text(n: f64) -> String {
+    let digits = format!("{:.0}", n.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// A bar slot per contender (with the parameters in `varying`) and series.
+fn contender_slot(ctx: &Ctx, i: &Item<'_>, varying: &[String]) -> (u64, String, Rgb) {
+    let c = &i.record.contender;
+    let extra = params_subset(i, varying);
+    let base = if extra.is_empty() {
+        c.clone()
+    } else {
+        format!("{c} ({extra})")
+    };
+    (
+        palette::rank(c) * 1000 + i.series as u64,
+        ctx.named(&base, i.series),
+        series_shade(ctx.palette.colour(c), i.series),
+    )
+}
+
+/// One of the ring's seed charts: metric, title, value axis, the seed's figures.
+type RingChart<'s> = (&'s str, &'s str, Option<String>, &'s [(&'s str, u64, f64)]);
+
+/// Seed 000: the time to build a ring of N actors and the messages per second around it,
+/// a bar per runtime for each ring size, beside the seed's Erlang and Scala figures.
+fn ring<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
+    let seed = &seeds::RING;
+    let mut blocks = Vec::new();
+    let charts: [RingChart<'_>; 2] = [
+        (
+            "construct",
+            "ring (seed 000): time to spawn and link N actors",
+            Some("time to construct the ring (ms)".to_owned()),
+            seeds::RING_SPAWN_MS,
+        ),
+        (
+            "throughput",
+            "ring (seed 000): messages per second around the ring",
+            None,
+            seeds::RING_RATE,
+        ),
+    ];
+    for (metric, title, y_label, published) in charts {
+        let its: Vec<Item<'a>> = items
+            .iter()
+            .filter(|i| i.record.metric == metric && i.number("actors").is_some())
+            .copied()
+            .collect();
+        if its.is_empty() {
+            continue;
+        }
+        let varying = varying_params(&its, &["actors", "rounds"]);
+        let group = |n: f64| format!("{} actors", count_text(n));
+        let mut chart = bar_chart(
+            &its,
+            BarSpec {
+                title: title.to_owned(),
+                x_label: "N = actors in the ring",
+                y_label,
+                y_scale: Scale::Log,
+                group: &|i| {
+                    let n = i.number("actors").unwrap_or(0.0);
+                    (n as u64, group(n))
+                },
+                slot: &|i| contender_slot(ctx, i, &varying),
+            },
+        );
+        add_published_bars(
+            &mut chart,
+            seed,
+            published
+                .iter()
+                .map(|(who, n, v)| (group(*n as f64), (*who).to_owned(), *v)),
+        );
+        blocks.push(figure(chart, its));
+    }
+    let rest: Vec<Item<'a>> = items
+        .iter()
+        .filter(|i| !matches!(i.record.metric.as_str(), "construct" | "throughput"))
+        .copied()
+        .collect();
+    blocks.extend(sized_bars(ctx, "ring", &rest, &["actors", "rounds"], &[]));
+    let mut rows: Vec<[String; 3]> = seeds::RING_SPAWN_MS
+        .iter()
+        .map(|(who, n, ms)| {
+            [
+                (*who).to_owned(),
+                format!("construct a ring of {} actors", count_text(*n as f64)),
+                format!("{} ms", human(*ms)),
+            ]
+        })
+        .collect();
+    rows.extend(seeds::RING_RATE.iter().map(|(who, n, rate)| {
+        [
+            (*who).to_owned(),
+            format!("100 M messages round a ring of {n} actors"),
+            format!("{} msgs/s", human(*rate)),
+        ]
+    }));
+    blocks.extend(published_table(seed, rows));
+    blocks
 }
 
 fn counter<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
@@ -575,29 +854,12 @@ fn counter<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
     let name = by_contender(ctx);
     for (metric, its) in by_metric(items, &["throughput"]) {
         let spec = LineSpec {
-            title: format!("counter: {} over K", metric.replace('_', " ")),
+            title: format!(
+                "counter (seed 002): {} against messages per producer",
+                metric.replace('_', " ")
+            ),
             x_key: "per_producer",
             x_label: "K = messages per producer",
-            x_log: true,
-            y_label: None,
-            y_scale: Scale::Auto,
-            handled: &[],
-            name: &name,
-            bands: Vec::new(),
-        };
-        push_lines(&mut blocks, line_chart(ctx, &its, spec));
-    }
-    blocks
-}
-
-fn chain<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
-    let mut blocks = Vec::new();
-    let name = by_contender(ctx);
-    for (metric, its) in by_metric(items, &["elapsed"]) {
-        let spec = LineSpec {
-            title: format!("chain: {} over N", metric.replace('_', " ")),
-            x_key: "length",
-            x_label: "N = stages in the chain",
             x_log: true,
             y_label: None,
             y_scale: Scale::Log,
@@ -605,8 +867,67 @@ fn chain<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
             name: &name,
             bands: Vec::new(),
         };
-        push_lines(&mut blocks, line_chart(ctx, &its, spec));
+        let (mut chart, drawn) = line_chart(ctx, &its, spec);
+        if metric == "throughput" {
+            add_published_lines(&mut chart, &seeds::COUNTER, seeds::COUNTER_RATE);
+        }
+        push_lines(&mut blocks, (chart, drawn));
     }
+    let rows = series_rows(
+        seeds::COUNTER_RATE,
+        |k| format!("{} messages per producer", count_text(k as f64)),
+        "msgs/s",
+    );
+    blocks.extend(published_table(&seeds::COUNTER, rows));
+    blocks
+}
+
+/// A seed's series as table rows.
+fn series_rows(
+    series: &[(&str, &[(u64, f64)])],
+    what: impl Fn(u64) -> String,
+    unit: &str,
+) -> Vec<[String; 3]> {
+    series
+        .iter()
+        .flat_map(|(who, points)| {
+            points
+                .iter()
+                .map(|(x, v)| [(*who).to_owned(), what(*x), format!("{} {unit}", human(*v))])
+        })
+        .collect()
+}
+
+fn chain<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
+    let mut blocks = Vec::new();
+    let name = by_contender(ctx);
+    for (metric, its) in by_metric(items, &["elapsed"]) {
+        let spec = LineSpec {
+            title: format!(
+                "chain (seed 004): threads against actors, {} over N",
+                metric.replace('_', " ")
+            ),
+            x_key: "length",
+            x_label: "N = stages in the chain, and messages sent through it",
+            x_log: true,
+            y_label: None,
+            y_scale: Scale::Log,
+            handled: &[],
+            name: &name,
+            bands: Vec::new(),
+        };
+        let (mut chart, drawn) = line_chart(ctx, &its, spec);
+        if metric == "elapsed" {
+            add_published_lines(&mut chart, &seeds::CHAIN, seeds::CHAIN_MS);
+        }
+        push_lines(&mut blocks, (chart, drawn));
+    }
+    let rows = series_rows(
+        seeds::CHAIN_MS,
+        |n| format!("N = {}", count_text(n as f64)),
+        "ms",
+    );
+    blocks.extend(published_table(&seeds::CHAIN, rows));
     blocks
 }
 
@@ -620,66 +941,58 @@ fn log_modes<'a>(items: &[Item<'a>]) -> Vec<(String, Vec<Item<'a>>)> {
 
 /// `log=…` for a title (nothing when the records have no log mode).
 fn log_title(log: &str) -> String {
-    if log.is_empty() {
-        String::new()
-    } else {
-        format!(", log={log}")
+    match log {
+        "" => String::new(),
+        "none" => ", without the log".to_owned(),
+        other => format!(", log={other}"),
     }
 }
 
+/// Seed 003: throughput and latency percentiles against clients, a line per contender and
+/// style (request-reply, one-way), with and without the order log, beside the baselines
+/// without actors.
 fn trading<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
     let mut blocks = Vec::new();
     let name = by_contender(ctx);
+    let mut first = true;
     for (log, its) in log_modes(items) {
-        let throughput: Vec<Item<'a>> = its
-            .iter()
-            .filter(|i| i.record.metric == "throughput")
-            .copied()
-            .collect();
-        let spec = LineSpec {
-            title: format!("trading{}: throughput over clients", log_title(&log)),
-            x_key: "clients",
-            x_label: "clients",
-            x_log: true,
-            y_label: None,
-            y_scale: Scale::Auto,
-            handled: &["log"],
-            name: &name,
-            bands: Vec::new(),
-        };
-        push_lines(&mut blocks, line_chart(ctx, &throughput, spec));
-
-        let latency: Vec<Item<'a>> = its
-            .iter()
-            .filter(|i| i.record.metric.starts_with("latency_p"))
-            .copied()
-            .collect();
-        let mut who = group_by(&latency, |i| (i.record.contender.clone(), i.text("style")));
-        who.sort_by_key(|((c, _), _)| palette::rank(c));
-        for ((contender, style), members) in who {
-            let style = if style.is_empty() {
-                String::new()
+        for metric in ["throughput", "latency_p50", "latency_p95", "latency_p99"] {
+            let of_metric: Vec<Item<'a>> = its
+                .iter()
+                .filter(|i| i.record.metric == metric)
+                .copied()
+                .collect();
+            let what = if metric == "throughput" {
+                "throughput".to_owned()
             } else {
-                format!(" ({style})")
+                format!("{} latency", short_metric(metric))
             };
             let spec = LineSpec {
                 title: format!(
-                    "trading{}: {contender}{style} latency over clients",
+                    "trading (seed 003){}: {what} against clients",
                     log_title(&log)
                 ),
                 x_key: "clients",
-                x_label: "clients",
+                x_label: "clients, each with one order in flight",
                 x_log: true,
-                y_label: Some(format!(
-                    "latency ({})",
-                    members.first().map_or("", |i| i.record.unit.as_str())
-                )),
-                y_scale: Scale::Log,
-                handled: &["log", "style"],
-                name: &by_percentile,
+                y_label: None,
+                y_scale: if metric == "throughput" {
+                    Scale::Auto
+                } else {
+                    Scale::Log
+                },
+                handled: &["log"],
+                name: &name,
                 bands: Vec::new(),
             };
-            push_lines(&mut blocks, line_chart(ctx, &members, spec));
+            let (mut chart, drawn) = line_chart(ctx, &of_metric, spec);
+            if first && !drawn.is_empty() {
+                chart
+                    .notes
+                    .push(format!("Seed 003 measured on {}.", seeds::TRADING.hardware));
+                first = false;
+            }
+            push_lines(&mut blocks, (chart, drawn));
         }
     }
     blocks
@@ -765,10 +1078,15 @@ fn fsync_probe<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
             },
         },
     );
-    vec![Block::Figure {
-        chart,
-        items: latency,
-    }]
+    vec![figure(chart, latency)]
+}
+
+/// A phase's name as the charts show it: `search_hangs` (or `hanging`) is "search hangs".
+fn phase_name(phase: &str) -> String {
+    match phase {
+        "search_hangs" | "hanging" => "search hangs".to_owned(),
+        other => other.replace('_', " "),
+    }
 }
 
 /// The store's closed-model figures, its capacity and its timeline; or what to run to get
@@ -779,6 +1097,7 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
             commands: &["troupe-store bench", "troupe-bench store"],
         }];
     }
+    let seed = &seeds::STORE;
     let closed: Vec<Item<'a>> = items
         .iter()
         .filter(|i| i.record.scenario == "store")
@@ -793,10 +1112,14 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
     let request_rank = |r: &str| known_first(r, &["index", "search", "payment"], &seen_requests);
     let phases = distinct(&closed, |i| i.text("phase"));
     let phase_rank = |p: &str| phases.iter().position(|x| x == p).unwrap_or(phases.len()) as u64;
+    let group = |i: &Item<'_>| {
+        let phase = i.text("phase");
+        (phase_rank(&phase), phase_name(&phase))
+    };
     let mut blocks = Vec::new();
 
-    // Latency by phase, one chart per request type.
-    let pcts = ["p50", "p90", "p99"];
+    // The seed's chart: p50 and p90 by phase, one chart per request type.
+    let pcts = ["p50", "p90"];
     let mut requests = distinct(&closed, |i| i.text("request"));
     requests.retain(|r| !r.is_empty());
     requests.sort_by_key(|r| request_rank(r));
@@ -809,19 +1132,21 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
         if its.is_empty() {
             continue;
         }
-        let chart = bar_chart(
+        let mut chart = bar_chart(
             &its,
             BarSpec {
-                title: format!("store, {request} requests: latency by phase"),
-                x_label: "phase",
+                title: format!(
+                    "store (seed 001), {request} requests: p50 and p90 latency by phase"
+                ),
+                x_label: "phase of the run",
                 y_label: Some("latency (ms)".to_owned()),
                 y_scale: Scale::Log,
-                group: &|i| (phase_rank(&i.text("phase")), i.text("phase")),
+                group: &group,
                 slot: &|i| {
                     let c = &i.record.contender;
                     let p = pcts.iter().position(|m| *m == i.record.metric).unwrap_or(0);
                     let shade = darken(
-                        tint(ctx.palette.colour(c), [0.62, 0.32, 0.0][p]),
+                        tint(ctx.palette.colour(c), [0.45, 0.0][p]),
                         0.3 * i.series as f64,
                     );
                     (
@@ -832,16 +1157,28 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
                 },
             },
         );
-        blocks.push(Block::Figure { chart, items: its });
+        add_published_bars(
+            &mut chart,
+            seed,
+            seeds::STORE_FIGURES
+                .iter()
+                .filter(|f| f.2 == request && pcts.contains(&f.3))
+                .map(|f| (phase_name(f.1), format!("{} {}", f.0, f.3), f.4)),
+        );
+        blocks.push(figure(chart, its));
     }
 
-    // Throughput and failed requests by phase, a bar per store and request type.
+    // Answers per second, and answers OK per second, by phase: a bar per store and request.
     for (metric, title, y_label) in [
-        ("throughput", "store: throughput by phase", None),
         (
-            "not_ok",
-            "store: requests not answered OK, by phase",
-            Some("requests not OK (rejected, failed or unanswered)".to_owned()),
+            "throughput",
+            "store (seed 001): answers per second by phase",
+            "answers of any status per second (req/s)",
+        ),
+        (
+            "ok_rate",
+            "store: requests answered OK per second, by phase",
+            "answered OK per second (req/s)",
         ),
     ] {
         let its: Vec<Item<'a>> = closed
@@ -852,14 +1189,14 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
         if its.is_empty() {
             continue;
         }
-        let chart = bar_chart(
+        let mut chart = bar_chart(
             &its,
             BarSpec {
                 title: title.to_owned(),
-                x_label: "phase",
-                y_label,
+                x_label: "phase of the run",
+                y_label: Some(y_label.to_owned()),
                 y_scale: Scale::Linear,
-                group: &|i| (phase_rank(&i.text("phase")), i.text("phase")),
+                group: &group,
                 slot: &|i| {
                     let c = &i.record.contender;
                     let r = request_rank(&i.text("request"));
@@ -875,7 +1212,17 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
                 },
             },
         );
-        blocks.push(Block::Figure { chart, items: its });
+        if metric == "throughput" {
+            add_published_bars(
+                &mut chart,
+                seed,
+                seeds::STORE_FIGURES
+                    .iter()
+                    .filter(|f| f.3 == "throughput")
+                    .map(|f| (phase_name(f.1), format!("{} · {}", f.0, f.2), f.4)),
+            );
+        }
+        blocks.push(figure(chart, its));
     }
 
     // Capacity under the open model.
@@ -902,21 +1249,31 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
                     };
                     (request_rank(&request) as u64, label)
                 },
-                slot: &|i| {
-                    let c = &i.record.contender;
-                    (
-                        palette::rank(c) * 1000 + i.series as u64,
-                        ctx.named(c, i.series),
-                        series_shade(ctx.palette.colour(c), i.series),
-                    )
-                },
+                slot: &|i| contender_slot(ctx, i, &[]),
             },
         );
-        blocks.push(Block::Figure {
-            chart,
-            items: capacity,
-        });
+        blocks.push(figure(chart, capacity));
     }
+
+    // The capacity search point by point: p99 against the offered rate.
+    let open: Vec<Item<'a>> = items
+        .iter()
+        .filter(|i| i.record.scenario == "store-open" && i.record.metric == "p99")
+        .copied()
+        .collect();
+    let name = by_contender(ctx);
+    let spec = LineSpec {
+        title: "store: p99 latency against the offered rate (open model)".to_owned(),
+        x_key: "rate",
+        x_label: "offered rate (requests/s, fixed arrival times)",
+        x_log: true,
+        y_label: Some("p99 latency from the planned start (ms)".to_owned()),
+        y_scale: Scale::Log,
+        handled: &["request"],
+        name: &name,
+        bands: Vec::new(),
+    };
+    push_lines(&mut blocks, line_chart(ctx, &open, spec));
 
     // The first run second by second, per store.
     let mut stores = distinct(&timeline, |i| i.record.contender.clone());
@@ -927,36 +1284,108 @@ fn store<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
             .filter(|i| i.record.contender == *store)
             .copied()
             .collect();
-        let bands = phase_bands(&its);
-        let name = |i: &Item<'_>| {
-            let r = i.text("request");
-            let rank = request_rank(&r);
-            (rank as u64, r, palette::category(rank))
-        };
-        for (metric, what, scale) in [
-            ("p99", "p99 latency", Scale::Log),
-            ("throughput", "throughput", Scale::Linear),
-        ] {
-            let of_metric: Vec<Item<'a>> = its
-                .iter()
-                .filter(|i| i.record.metric == metric)
-                .copied()
-                .collect();
-            let spec = LineSpec {
-                title: format!("store timeline, {store}: {what} per second"),
-                x_key: "second",
-                x_label: "second of the run (phases named above the plot; failure shaded)",
-                x_log: false,
-                y_label: None,
-                y_scale: scale,
-                handled: &["phase", "request"],
-                name: &name,
-                bands: bands.clone(),
+        blocks.extend(timeline_figures(ctx, store, &its, &request_rank));
+    }
+    let rows: Vec<[String; 3]> = seeds::STORE_FIGURES
+        .iter()
+        .map(|(who, phase, request, metric, value)| {
+            let unit = if *metric == "throughput" {
+                "req/s"
+            } else {
+                "ms"
             };
-            push_lines(&mut blocks, line_chart(ctx, &of_metric, spec));
+            [
+                (*who).to_owned(),
+                format!("{}, {request}: {metric}", phase_name(phase)),
+                format!("{} {unit}", human(*value)),
+            ]
+        })
+        .collect();
+    blocks.extend(published_table(seed, rows));
+    blocks
+}
+
+/// One store's run second by second: answers per second (a second without answers drawn as
+/// zero) and p99 latency (a second without answers left blank), the phases named.
+fn timeline_figures<'a>(
+    ctx: &Ctx,
+    store: &str,
+    its: &[Item<'a>],
+    request_rank: &dyn Fn(&str) -> usize,
+) -> Vec<Block<'a>> {
+    let mut blocks = Vec::new();
+    let bands = phase_bands(its);
+    let seconds: Vec<f64> = its.iter().filter_map(|i| i.number("second")).collect();
+    let (first, last) = seconds
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), s| (lo.min(*s), hi.max(*s)));
+    let name = |i: &Item<'_>| {
+        let r = i.text("request");
+        let rank = request_rank(&r);
+        (rank as u64, r, palette::category(rank))
+    };
+    for (metric, what, scale) in [
+        ("throughput", "answers per second", Scale::Linear),
+        ("p99", "p99 latency per second", Scale::Log),
+    ] {
+        let of_metric: Vec<Item<'a>> = its
+            .iter()
+            .filter(|i| i.record.metric == metric)
+            .copied()
+            .collect();
+        let spec = LineSpec {
+            title: format!("store timeline, {store}: {what}"),
+            x_key: "second",
+            x_label: "second of the run (the phases named above the plot; failure shaded)",
+            x_log: false,
+            y_label: None,
+            y_scale: scale,
+            handled: &["phase", "request"],
+            name: &name,
+            bands: bands.clone(),
+        };
+        let (mut chart, drawn) = line_chart(ctx, &of_metric, spec);
+        if let Plot::Lines { lines, .. } = &mut chart.plot {
+            for line in lines.iter_mut() {
+                if metric == "throughput" && first <= last {
+                    line.points = fill_gaps(&line.points, first, last, 1.0);
+                } else {
+                    line.gap = Some(1.0);
+                }
+            }
         }
+        chart.notes.push(if metric == "throughput" {
+            "A second in which no answer came is drawn as zero.".to_owned()
+        } else {
+            "A second in which no answer came has no latency: the line stops there.".to_owned()
+        });
+        push_lines(&mut blocks, (chart, drawn));
     }
     blocks
+}
+
+/// The points with a zero at every step from `first` to `last` that has none: a count that
+/// is missing is a count of nothing, and a line drawn straight across the gap would say
+/// otherwise.
+pub(super) fn fill_gaps(
+    points: &[(f64, Mark)],
+    first: f64,
+    last: f64,
+    step: f64,
+) -> Vec<(f64, Mark)> {
+    let mut out: Vec<(f64, Mark)> = points.to_vec();
+    if step.is_nan() || step <= 0.0 || !first.is_finite() || !last.is_finite() {
+        return out;
+    }
+    let steps = ((last - first) / step).round().clamp(0.0, 1e6) as usize;
+    for k in 0..=steps {
+        let x = first + step * k as f64;
+        if !points.iter().any(|(at, _)| (at - x).abs() < step / 2.0) {
+            out.push((x, Mark::exact(0.0)));
+        }
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
 }
 
 /// The phases of a timeline as stretches of seconds; every phase other than `healthy` and
@@ -973,13 +1402,14 @@ fn phase_bands(items: &[Item<'_>]) -> Vec<Band> {
     seconds.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut bands: Vec<Band> = Vec::new();
     for (second, phase) in seconds {
+        let label = phase_name(&phase);
         match bands.last_mut() {
-            Some(band) if band.label == phase => band.to = second + 0.5,
+            Some(band) if band.label == label => band.to = second + 0.5,
             _ => bands.push(Band {
                 from: second - 0.5,
                 to: second + 0.5,
                 shaded: !matches!(phase.as_str(), "healthy" | "recovered" | ""),
-                label: phase,
+                label,
             }),
         }
     }
@@ -993,13 +1423,13 @@ fn phase_bands(items: &[Item<'_>]) -> Vec<Band> {
 fn generic<'a>(ctx: &Ctx, scenario: &str, items: &[Item<'a>]) -> Vec<Block<'a>> {
     by_metric(items, &[])
         .into_iter()
-        .map(|(metric, its)| Block::Figure {
-            chart: contender_bars(
+        .map(|(metric, its)| {
+            let chart = contender_bars(
                 ctx,
                 &its,
                 format!("{scenario}: {}", metric.replace('_', " ")),
-            ),
-            items: its,
+            );
+            figure(chart, its)
         })
         .collect()
 }
@@ -1007,6 +1437,235 @@ fn generic<'a>(ctx: &Ctx, scenario: &str, items: &[Item<'a>]) -> Vec<Block<'a>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Record;
+    use serde_json::json;
+
+    fn record(metric: &str, contender: &str, params: serde_json::Value, samples: &[f64]) -> Record {
+        Record::new(
+            "store",
+            metric,
+            contender,
+            params.as_object().cloned().unwrap_or_default(),
+            "req/s",
+            samples.to_vec(),
+            "",
+        )
+    }
+
+    fn item(record: &Record) -> Item<'_> {
+        Item { series: 0, record }
+    }
+
+    fn ctx(contenders: &[&str]) -> Ctx {
+        Ctx {
+            labels: vec!["a".into()],
+            palette: Palette::new(contenders.iter().copied()),
+        }
+    }
+
+    #[test]
+    fn gaps_in_a_count_are_zeros() {
+        let one = Mark::exact(5.0);
+        let filled = fill_gaps(&[(0.0, one), (3.0, one)], 0.0, 4.0, 1.0);
+        let xs: Vec<f64> = filled.iter().map(|(x, _)| *x).collect();
+        assert_eq!(xs, [0.0, 1.0, 2.0, 3.0, 4.0]);
+        let values: Vec<f64> = filled.iter().map(|(_, m)| m.median).collect();
+        assert_eq!(values, [5.0, 0.0, 0.0, 5.0, 0.0]);
+        // Nothing to fill, and nonsense steps leave the points alone.
+        assert_eq!(fill_gaps(&[(0.0, one)], 0.0, 0.0, 1.0).len(), 1);
+        assert_eq!(fill_gaps(&[(0.0, one)], 0.0, 9.0, 0.0).len(), 1);
+    }
+
+    #[test]
+    fn a_timeline_draws_a_silent_second_as_zero_and_breaks_its_latency() {
+        let records: Vec<Record> = [0, 1, 4]
+            .iter()
+            .flat_map(|&second| {
+                let params = json!({"request": "index", "second": second, "phase": "healthy"});
+                let mut answers = record("throughput", "troupe-store", params.clone(), &[300.0]);
+                answers.scenario = "store-timeline".into();
+                let mut p99 = record("p99", "troupe-store", params, &[2.0]);
+                p99.scenario = "store-timeline".into();
+                [answers, p99]
+            })
+            .collect();
+        let items: Vec<Item<'_>> = records.iter().map(item).collect();
+        let blocks = timeline_figures(&ctx(&["troupe-store"]), "troupe-store", &items, &|_| 0);
+        let charts: Vec<&Chart> = blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Figure { chart, .. } => Some(chart),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(charts.len(), 2);
+        let Plot::Lines { lines, .. } = &charts[0].plot else {
+            panic!("a line chart")
+        };
+        let points: Vec<(f64, f64)> = lines[0]
+            .points
+            .iter()
+            .map(|(x, m)| (*x, m.median))
+            .collect();
+        assert_eq!(
+            points,
+            [
+                (0.0, 300.0),
+                (1.0, 300.0),
+                (2.0, 0.0),
+                (3.0, 0.0),
+                (4.0, 300.0)
+            ]
+        );
+        let Plot::Lines { lines, .. } = &charts[1].plot else {
+            panic!("a line chart")
+        };
+        assert_eq!(
+            lines[0].gap,
+            Some(1.0),
+            "latency stops at the silent seconds"
+        );
+        assert_eq!(lines[0].points.len(), 3, "no latency is made up");
+    }
+
+    #[test]
+    fn the_top_of_a_sweep_is_a_lower_bound() {
+        let top = record(
+            "capacity",
+            "troupe-store",
+            json!({"request": "index", "highest_rate_tried": 100_000.0}),
+            &[100_000.0],
+        );
+        let below = record(
+            "capacity",
+            "thread-per-request",
+            json!({"request": "index", "highest_rate_tried": 100_000.0}),
+            &[10_000.0],
+        );
+        let unswept = record("capacity", "x", json!({"request": "index"}), &[100_000.0]);
+        assert!(Mark::of(&top).at_least);
+        assert!(!Mark::of(&below).at_least && !Mark::of(&unswept).at_least);
+        let note = sweep_top_note(&[item(&top), item(&below)]).expect("a note");
+        assert!(note.contains("troupe-store") && !note.contains("thread-per-request"));
+        assert!(sweep_top_note(&[item(&below)]).is_none());
+        let Block::Figure { chart, .. } = figure(
+            contender_bars(&ctx(&["troupe-store"]), &[item(&top)], "t".into()),
+            vec![item(&top)],
+        ) else {
+            panic!("a figure")
+        };
+        assert!(chart.notes.iter().any(|n| n.contains("lower bound")));
+        let svg = super::super::chart::draw(&chart).svg;
+        assert!(svg.contains("≥ 100k"), "the bar's label says at least");
+
+        // Nothing held: not a capacity of zero, but below the lowest rate tried.
+        let none = record(
+            "capacity",
+            "thread-per-request",
+            json!({"request": "index", "lowest_rate_tried": 2_000.0}),
+            &[0.0],
+        );
+        assert_eq!(Mark::of(&none).below, Some(2_000.0));
+        assert_eq!(Mark::of(&below).below, None);
+        let note = sweep_top_note(&[item(&none)]).expect("a note");
+        assert!(
+            note.contains("below its lowest step") && note.contains("(2000 req/s)"),
+            "{note}"
+        );
+        let Block::Figure { chart, .. } = figure(
+            contender_bars(&ctx(&["thread-per-request"]), &[item(&none)], "t".into()),
+            vec![item(&none)],
+        ) else {
+            panic!("a figure")
+        };
+        let svg = super::super::chart::draw(&chart).svg;
+        assert!(svg.contains("&lt; 2000"), "{svg}");
+    }
+
+    #[test]
+    fn a_wide_spread_is_noted_and_a_narrow_one_is_not() {
+        let wide = record(
+            "throughput",
+            "troupe",
+            json!({"actors": 100}),
+            &[1.0, 1.6, 1.2],
+        );
+        let narrow = record(
+            "throughput",
+            "erlang",
+            json!({"actors": 100}),
+            &[1.0, 1.4, 1.2],
+        );
+        let single = record("throughput", "go-chan", json!({"actors": 100}), &[3.0]);
+        let note = spread_note(&[item(&wide), item(&narrow), item(&single)]).expect("a note");
+        assert!(note.contains("troupe at actors=100 (1.6×)"), "{note}");
+        assert!(!note.contains("erlang") && !note.contains("go-chan"));
+        assert!(spread_note(&[item(&narrow), item(&single)]).is_none());
+    }
+
+    #[test]
+    fn every_legend_entry_gets_its_own_colour_and_marker() {
+        // Three bars of one contender: before, all three were troupe's red.
+        let records: Vec<Record> = ["plain", "deferred", "deferred-pipe"]
+            .iter()
+            .map(|reply| record("round_trips", "troupe", json!({"reply": reply}), &[1.0]))
+            .collect();
+        let items: Vec<Item<'_>> = records.iter().map(item).collect();
+        let chart = contender_bars(&ctx(&["troupe"]), &items, "ask".into()).finish();
+        assert_eq!(chart.legend.len(), 3);
+        for (i, a) in chart.legend.iter().enumerate() {
+            for b in &chart.legend[i + 1..] {
+                assert!(
+                    super::super::model::colour_distance(a.look.colour, b.look.colour) >= 60.0,
+                    "{} and {} look alike",
+                    a.label,
+                    b.label
+                );
+                assert_ne!(a.look.marker, b.look.marker);
+            }
+        }
+        let Plot::Bars { bars, .. } = &chart.plot else {
+            panic!("bars")
+        };
+        for bar in bars {
+            assert_eq!(
+                bar.look, chart.legend[bar.slot].look,
+                "a bar looks like its entry"
+            );
+        }
+    }
+
+    #[test]
+    fn published_figures_join_only_the_groups_the_chart_has() {
+        let records = [record(
+            "construct",
+            "troupe",
+            json!({"actors": 100}),
+            &[0.05],
+        )];
+        let items: Vec<Item<'_>> = records.iter().map(item).collect();
+        let mut chart = contender_bars(&ctx(&["troupe"]), &items, "ring".into());
+        let Plot::Bars { groups, .. } = &chart.plot else {
+            panic!("bars")
+        };
+        let group = groups[0].clone();
+        let added = add_published_bars(
+            &mut chart,
+            &seeds::RING,
+            [
+                (group, "Erlang R12B".to_owned(), 0.2),
+                ("no such group".to_owned(), "Erlang R12B".to_owned(), 120.0),
+            ],
+        );
+        assert_eq!(added, 1);
+        assert_eq!(chart.legend.len(), 2);
+        assert!(chart.legend[1].look.published);
+        assert_eq!(chart.legend[1].label, "Erlang R12B · seed 000, published");
+        assert!(chart
+            .notes
+            .iter()
+            .any(|n| n.contains("not on this machine")));
+    }
 
     #[test]
     fn ids_are_slugs_and_unique() {

@@ -3,7 +3,9 @@
 //! Checks that no script error or console error occurs, that the page loads nothing from
 //! anywhere (it is self-contained), that every chart's SVG has a size, and that no text leaves
 //! its box (no horizontal scroll of the page, no table cell wider than itself, no chart text
-//! outside its chart). Keeps a screenshot of the page as
+//! outside its chart), that the seeds' charts compare several runtimes (and the seed's own
+//! published figures where it gives numbers), that no chart text is cut short ("…"), and
+//! that every legend entry of a chart has a colour of its own. Keeps a screenshot of the page as
 //! `results/report-check/screenshot.png` at the workspace's root.
 //!
 //! Chromium is made present by `scripts/install-chromium.sh` (apt-get, as root) when it is
@@ -127,10 +129,23 @@ window.addEventListener('load', () => {
         overflowing.push('chart text: ' + t.textContent.slice(0, 60));
     }
   }
+  const white = c => !c || c === 'none' || /^#?(fff|ffffff)$/i.test(c) || /^#222222$/i.test(c);
+  const charts = svgs.map(svg => ({
+    title: svg.getAttribute('aria-label') || '',
+    keys: [...svg.querySelectorAll('g.legend-key')].map(g => {
+      const shapes = [...g.querySelectorAll('rect, path, circle, polygon, polyline, line')];
+      const colours = shapes.flatMap(e => [e.getAttribute('fill'), e.getAttribute('stroke')])
+        .filter(c => !white(c)).map(c => c.toLowerCase());
+      const title = g.querySelector('title');
+      return {label: title ? title.textContent : '', colour: colours[0] || '',
+              shapes: shapes.map(e => e.tagName).join(',')};
+    }),
+    cut: [...svg.querySelectorAll('text')].map(t => t.textContent).filter(t => t.includes('\u2026')),
+  }));
   const resources = performance.getEntriesByType('resource').map(r => r.name);
   const pre = document.createElement('pre');
   pre.id = 'troupe-check';
-  pre.textContent = JSON.stringify({errors: window.__errors, sizes, overflowing, resources,
+  pre.textContent = JSON.stringify({errors: window.__errors, sizes, overflowing, resources, charts,
                                     tables: document.querySelectorAll('table').length});
   document.body.appendChild(pre);
 });
@@ -210,6 +225,73 @@ fn the_report_renders_cleanly_in_a_browser() {
         "text out of its box"
     );
     assert!(check["tables"].as_u64().unwrap() >= sizes.len() as u64 / 2);
+
+    let charts = check["charts"].as_array().expect("the charts");
+    for chart in charts {
+        let title = chart["title"].as_str().unwrap_or_default();
+        assert_eq!(
+            chart["cut"],
+            serde_json::json!([]),
+            "a cut label in {title}"
+        );
+        // Every legend entry of a chart in a colour of its own.
+        let keys = chart["keys"].as_array().expect("legend keys");
+        let mut colours: Vec<&str> = Vec::new();
+        for key in keys {
+            let colour = key["colour"].as_str().unwrap_or_default();
+            assert!(
+                !colour.is_empty(),
+                "{title}: no colour for {}",
+                key["label"]
+            );
+            assert!(
+                !colours.contains(&colour),
+                "{title}: {} has the colour of another entry ({colour})",
+                key["label"]
+            );
+            colours.push(colour);
+        }
+    }
+    // The seeds' own charts, each with more than one series and one of them the seed's own
+    // published figures where the seed gives numbers.
+    for (seed, published) in [
+        ("seed 000", true),
+        ("seed 001", true),
+        ("seed 002", true),
+        ("seed 003", false),
+        ("seed 004", true),
+    ] {
+        let of_seed: Vec<&serde_json::Value> = charts
+            .iter()
+            .filter(|c| c["title"].as_str().unwrap_or_default().contains(seed))
+            .collect();
+        assert!(!of_seed.is_empty(), "no chart of {seed}");
+        for chart in &of_seed {
+            let keys = chart["keys"].as_array().unwrap();
+            assert!(keys.len() > 1, "{}: one series only", chart["title"]);
+        }
+        let labels: Vec<&str> = of_seed
+            .iter()
+            .flat_map(|c| c["keys"].as_array().unwrap())
+            .filter_map(|k| k["label"].as_str())
+            .collect();
+        let runtimes: Vec<&str> = labels
+            .iter()
+            .filter(|l| !l.contains("published"))
+            .map(|l| l.split([' ', '·']).next().unwrap_or_default())
+            .collect();
+        assert!(
+            runtimes.iter().any(|r| *r != runtimes[0]),
+            "{seed}: one runtime only ({labels:?})"
+        );
+        assert_eq!(
+            labels
+                .iter()
+                .any(|l| l.contains(&format!("{seed}, published"))),
+            published,
+            "{seed}: the seed's published figures ({labels:?})"
+        );
+    }
 
     // The screenshot, kept as an artifact.
     let shot = out.join("screenshot.png");
