@@ -10,25 +10,15 @@
 //!    acceptance does, and a client may count it as one. If that can no longer be promised (a
 //!    request-reply primary whose standby ended), the resend is refused with
 //!    `EngineUnavailable`.
-//! 3. The primary forwards the order to its standby and applies it to its own shard (match,
-//!    append to the log); the standby applies and logs it too.
-//! 4. Each engine commits its log (in fsync mode in batches: group commit, below), and the
-//!    order is acknowledged:
-//!    - **request-reply without fsync** (no log, or a buffered one, whose records are in the
-//!      OS's page cache as soon as they are appended): the primary applies and commits the
-//!      order first, then forwards it (`ReplicateGuarded`); the standby applies and commits it
-//!      and sends the client the pair's one [`Ack`] (marked as the primary's side: the
-//!      pair's answer). When the standby answers, both logs hold the order. A duplicate
-//!      (step 2) goes the same way, so the standby answers it after everything before it.
-//!      Three hops from the primary to the client (`Place`, forward, `Ack`), one fewer than
-//!      sending a watermark back to the primary and the primary answering.
-//!    - **request-reply with fsync**: the primary tells its standby `Replicate(order)` first,
-//!      so the standby logs in parallel; the standby's flusher tells the primary `Replicated
-//!      { upto }` (a watermark: every order up to that sequence number is applied and durable
-//!      there); the primary sends the client its `Ack` once both its own durable mark and the
-//!      standby's watermark have passed the order.
-//!    - **one-way**: the primary forwards the order first (`ReplicateGuarded`); each engine
-//!      sends the client its own `Ack`; the client counts two.
+//! 3. The primary tells its standby `Replicate(order)` first, so the standby matches and logs
+//!    in parallel, then applies the order to its own shard (match, append to the log).
+//! 4. Each engine makes its log durable in batches (group commit, below) and then
+//!    acknowledges what the batch covered:
+//!    - **request-reply**: the standby tells the primary `Replicated { upto }` (a watermark:
+//!      every order up to that sequence number is applied and logged there); the primary
+//!      sends the client its [`Ack`] once both its own and the standby's watermark have
+//!      passed the order.
+//!    - **one-way**: each engine sends the client its own `Ack`; the client counts two.
 //!
 //! Orders reach the standby in the primary's order (one sender, one mailbox), so both apply
 //! the same sequence and their states stay equal.
@@ -69,13 +59,12 @@
 //!   request-reply standby sends its primary the final watermark);
 //! - whatever it still holds is refused with `EngineUnavailable` when the engine is dropped;
 //! - a request-reply primary watches its standby: when the standby ends, the primary refuses
-//!   every pending order the standby's last watermark does not cover, and every new order (a
-//!   primary also refuses new orders once its standby is stopping);
-//! - where the standby answers the client (one-way style, and request-reply without fsync),
-//!   the order goes to it in a `ReplicateGuarded`, which carries an `Unanswered` guard: an
-//!   order the standby never handled (still in its mailbox when it stopped) is refused on the
-//!   standby's behalf as the message is dropped (fsync request-reply's `Replicate` needs none:
-//!   the primary answers);
+//!   every pending order the standby's last watermark does not cover (new orders are refused
+//!   already, as `Replicate` cannot reach a stopped standby);
+//! - in one-way style the standby answers the client itself, so the order goes to it in a
+//!   `ReplicateGuarded`, which carries an `Unanswered` guard: an order the standby never
+//!   handled (still in its mailbox when it stopped) is refused on the standby's behalf as the
+//!   message is dropped (request-reply's `Replicate` needs none: the primary answers);
 //! - each `Place` carries such a guard too: an order still in a primary's mailbox when the
 //!   primary stopped is refused on the primary's behalf (found by the simulation tests: a
 //!   primary that crashed with orders queued left them unanswered).
@@ -83,14 +72,20 @@
 //! A guard makes its message larger than the runtime's 24-byte inline envelope, so `Place`
 //! and `ReplicateGuarded` cost an allocation each; `Replicate` stays inline.
 //!
-//! # Why no batching between the engines
-//! Forwarding orders to the standby in batches (one message per batch drained from the
-//! primary's mailbox, or one per returned watermark) was measured and left out: the runtime
-//! hands a message to an idle actor and runs it next on the same worker, so an order's hops
-//! run one after another and a mailbox rarely holds a second order when its actor runs. At
-//! 40 clients a batch held 1.5 orders on average (batching by watermark) or 1.0 (by the
-//! mailbox's end, which adds a message of its own), and turns per order fell by 5% at most. What
-//! cuts the cost is a hop fewer per order, above.
+//! # Tried and left: batching between the engines, and the standby answering
+//! Both were built and measured (`bench compare`, which gives messages, actor turns and CPU
+//! time per order; figures in the crate's README, "Baselines"):
+//! - Forwarding orders to the standby in batches, one message per batch: sent when the
+//!   previous batch's watermark came back, or at an end-of-batch marker the primary sends
+//!   itself. The runtime hands a message to an idle actor and runs it next on the same
+//!   worker, so an order's hops run one after another and a mailbox rarely holds a second
+//!   order when its actor runs: at 40 clients a batch held 1.5 orders by watermark and 1.0
+//!   by marker (which adds a message of its own), and turns per order fell by 5% at most.
+//! - In request-reply without fsync, the primary committing first and the standby answering
+//!   the client for the pair (no watermark back): one message and 0.85 turns fewer per order,
+//!   but the standby's copy then needs a guard, an allocation per order. CPU time per order
+//!   and throughput were the same as with the watermark, at 1 and at 40 clients, so the
+//!   simpler protocol stays.
 //!
 //! A log whose write failed stays failed (see `log.rs`): what was applied after the last good
 //! write is not in the log, so the stopping engine neither acknowledges it nor, as a standby,
@@ -184,8 +179,8 @@ impl Place {
     }
 }
 
-/// An order the primary accepted, for its standby, in request-reply style with fsync (the
-/// primary answers the client, and watches its standby). Fits the 24-byte inline envelope.
+/// An order the primary accepted, for its standby, in request-reply style (the primary answers
+/// the client, and watches its standby). Fits the 24-byte inline envelope.
 struct Replicate(Order);
 impl Message for Replicate {
     type Reply = ();
@@ -193,12 +188,10 @@ impl Message for Replicate {
 
 const _: () = assert!(std::mem::size_of::<Replicate>() <= 24);
 
-/// An order the primary accepted, for a standby that answers the client itself (one-way
-/// style, and request-reply without fsync, where the standby answers for the pair); `None`:
-/// a resend the primary found a duplicate, answered by the standby in its turn (request-reply
-/// without fsync). `unanswered` answers for the standby if the message is dropped unhandled.
+/// An order the primary accepted, for its standby, in one-way style: the standby answers the
+/// client itself, and `unanswered` answers for it if the message is dropped unhandled.
 struct ReplicateGuarded {
-    order: Option<Order>,
+    order: Order,
     unanswered: Unanswered,
 }
 impl Message for ReplicateGuarded {
@@ -249,8 +242,7 @@ impl Drop for Unanswered {
     }
 }
 
-/// The standby's watermark: every order up to `upto` is applied and committed there (sent by
-/// the standby's log flusher, in request-reply style with fsync).
+/// The standby's watermark: every order up to `upto` is applied and committed there.
 struct Replicated {
     upto: u64,
 }
@@ -349,6 +341,8 @@ pub struct Engine {
     committed: u64,
     /// On a primary: every order up to this sequence number is committed on the standby.
     standby_committed: u64,
+    /// On a standby: the last watermark sent.
+    reported: u64,
     /// On a request-reply primary: its standby has ended (no watermark will come).
     standby_gone: bool,
     write_scheduled: bool,
@@ -420,6 +414,7 @@ impl Engine {
             pending: VecDeque::new(),
             committed: applied,
             standby_committed: applied,
+            reported: applied,
             standby_gone: false,
             write_scheduled: false,
             flusher_started: false,
@@ -430,25 +425,6 @@ impl Engine {
         self.shard.role()
     }
 
-    /// True if the pair's one answer to an order comes from the standby (request-reply without
-    /// fsync): the primary commits the order, then forwards it; once the standby has it too,
-    /// it answers the client for the pair. With fsync the primary answers, once its own flush
-    /// and the standby's watermark cover the order (the primary's flush ends after it has
-    /// forwarded the order).
-    fn relays(&self) -> bool {
-        self.style == Style::RequestReply && self.mode != LogMode::Fsync
-    }
-
-    /// Whose answer this engine's answers are: its own, or, where the standby answers for the
-    /// pair, the pair's (the primary's side).
-    fn answers_as(&self) -> Role {
-        if self.relays() {
-            Role::Primary
-        } else {
-            self.role()
-        }
-    }
-
     fn ack(&self, client: ClientId, client_order_id: u64, outcome: Outcome) {
         // A client that has gone away needs no ack.
         let _ = self.sessions.deliver(
@@ -456,7 +432,7 @@ impl Engine {
             Ack {
                 client_order_id,
                 outcome,
-                from: self.answers_as(),
+                from: self.role(),
             },
         );
     }
@@ -483,11 +459,7 @@ impl Engine {
             }
         };
         let seq = self.shard.applied();
-        let needs_ack = match (self.role(), self.style) {
-            (_, Style::OneWay) => true,
-            (Role::Primary, Style::RequestReply) => !self.relays(),
-            (Role::Standby, Style::RequestReply) => self.relays(),
-        };
+        let needs_ack = self.role() == Role::Primary || self.style == Style::OneWay;
         if needs_ack {
             self.pending.push_back(Pending {
                 seq,
@@ -517,11 +489,19 @@ impl Engine {
     fn release(&mut self) {
         let upto = match (self.role(), self.style) {
             (Role::Primary, Style::RequestReply) => self.committed.min(self.standby_committed),
-            // With fsync the standby's flusher sends the primary its watermark, and the
-            // standby answers nobody.
-            (Role::Standby, Style::RequestReply) if !self.relays() => return,
-            // One-way; and a request-reply standby that answers for the pair.
-            _ => self.committed,
+            (Role::Standby, Style::RequestReply) => {
+                // In fsync mode the flusher sends the watermark itself.
+                if self.mode != LogMode::Fsync && self.committed > self.reported {
+                    self.reported = self.committed;
+                    if let Some(primary) = &self.primary {
+                        let _ = primary.tell(Replicated {
+                            upto: self.committed,
+                        });
+                    }
+                }
+                return;
+            }
+            (_, Style::OneWay) => self.committed,
         };
         while let Some(p) = self.pending.front() {
             if p.seq > upto {
@@ -561,16 +541,6 @@ impl Engine {
     fn answer_duplicate(&mut self, order: &Order) {
         let seq = self.shard.applied();
         let (client, client_order_id) = (order.client(), order.client_order_id());
-        if self.relays() {
-            // Everything before it is committed here; the standby answers once it has applied
-            // everything before it too.
-            if !self.standby_unreachable() {
-                self.forward(None, order);
-                return;
-            }
-            let refused = Outcome::Rejected(RejectReason::EngineUnavailable);
-            return self.ack(client, client_order_id, refused);
-        }
         if self.standby_gone && seq > self.standby_committed {
             let refused = Outcome::Rejected(RejectReason::EngineUnavailable);
             return self.ack(client, client_order_id, refused);
@@ -583,50 +553,6 @@ impl Engine {
             outcome: Outcome::Rejected(RejectReason::DuplicateClientOrderId),
         });
         self.release();
-    }
-
-    /// True if the standby cannot take more orders: it has ended, or is ending.
-    fn standby_unreachable(&self) -> bool {
-        self.standby_gone || self.standby.as_ref().is_some_and(Addr::is_stopped)
-    }
-
-    /// Sends the standby an order to apply and answer (`Some`), or a duplicate to answer
-    /// (`None`), guarded: if the standby never handles it, the guard refuses it on the pair's
-    /// behalf (as the refused message is dropped here, or as the standby's mailbox is).
-    fn forward(&self, order: Option<Order>, about: &Order) {
-        let Some(standby) = &self.standby else {
-            return;
-        };
-        let unanswered = Unanswered::new(self.sessions.clone(), about, self.answers_as());
-        let _ = standby.tell(ReplicateGuarded { order, unanswered });
-    }
-
-    /// Request-reply without fsync: the primary applies and commits an order, then forwards it
-    /// to its standby, which answers the client (see [`Engine::relays`]).
-    fn relay(&mut self, order: Order, ctx: &mut Context<Self>) {
-        let refuse = |engine: &Self| {
-            engine.ack(
-                order.client(),
-                order.client_order_id(),
-                Outcome::Rejected(RejectReason::EngineUnavailable),
-            )
-        };
-        if self.standby_unreachable() {
-            // Without its standby the pair cannot promise two copies.
-            return refuse(self);
-        }
-        if let Err(reason) = self.shard.apply(&order) {
-            // Checked before, so not expected: refused as on a standby that diverged.
-            let outcome = Outcome::Rejected(reason);
-            return self.ack(order.client(), order.client_order_id(), outcome);
-        }
-        if let Err(e) = self.shard.commit() {
-            // Not committed here, so not forwarded: refused, and the engine stops.
-            refuse(self);
-            return self.fail(&e, ctx);
-        }
-        self.committed = self.shard.applied();
-        self.forward(Some(order), &order);
     }
 
     fn fail(&mut self, error: &dyn std::fmt::Display, ctx: &mut Context<Self>) {
@@ -688,15 +614,11 @@ impl Handler<Place> for Engine {
                 return;
             }
         }
-        if self.relays() && self.standby.is_some() {
-            return self.relay(order, ctx);
-        }
         if let Some(standby) = &self.standby {
             let sent = match self.style {
                 Style::RequestReply => standby.tell(Replicate(order)).is_ok(),
                 Style::OneWay => {
                     let unanswered = Unanswered::new(self.sessions.clone(), &order, Role::Standby);
-                    let order = Some(order);
                     let sent = standby.tell(ReplicateGuarded { order, unanswered });
                     // If refused, answered here, not by the guard.
                     sent.map_err(|refused| refused.into_inner().unanswered.disarm())
@@ -725,22 +647,8 @@ impl Handler<Replicate> for Engine {
 
 impl Handler<ReplicateGuarded> for Engine {
     fn handle(&mut self, msg: ReplicateGuarded, ctx: &mut Context<Self>) {
-        let (client, client_order_id) = (msg.unanswered.client, msg.unanswered.client_order_id);
         msg.unanswered.disarm();
-        match msg.order {
-            Some(order) => self.apply(&order, ctx),
-            None => {
-                // A duplicate the primary found: answered once everything applied here before
-                // it is committed (as a primary answers one; without fsync, at once).
-                self.pending.push_back(Pending {
-                    seq: self.shard.applied(),
-                    client,
-                    client_order_id,
-                    outcome: Outcome::Rejected(RejectReason::DuplicateClientOrderId),
-                });
-                self.release();
-            }
-        }
+        self.apply(&msg.order, ctx);
     }
 }
 

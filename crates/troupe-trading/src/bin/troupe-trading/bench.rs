@@ -138,11 +138,28 @@ pub fn closed_once(
     Ok((report, per_commit, costs))
 }
 
+/// The CPU time this process has used so far (user and system, every thread), in
+/// microseconds: unlike throughput, it does not depend on how much of the machine the other
+/// work on it leaves.
+pub fn cpu_us() -> f64 {
+    // SAFETY: getrusage writes one `rusage` into the zeroed value it is given and reads
+    // nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    us(usage.ru_utime) + us(usage.ru_stime)
+}
+
 /// What the runtime did for the orders of a measured run: the pool's counters and the
 /// messages the exchange's actors handled (receivers and engines; a client's acks are not
 /// counted), summed, or once divided by the orders, per order.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Costs {
+    /// The process's CPU time (user and system, every thread), in microseconds.
+    pub cpu_us: f64,
     pub messages: f64,
     pub turns: f64,
     pub steals: f64,
@@ -154,6 +171,7 @@ impl Costs {
         let pools = system.pool_metrics();
         let sum = |f: fn(&troupe::PoolMetrics) -> u64| pools.iter().map(f).sum::<u64>() as f64;
         Costs {
+            cpu_us: cpu_us(),
             messages: exchange.messages_handled() as f64,
             turns: sum(|p| p.turns),
             steals: sum(|p| p.steals),
@@ -165,6 +183,7 @@ impl Costs {
     fn since(&self, before: &Costs, orders: u64) -> Costs {
         let per = |now: f64, then: f64| (now - then) / orders.max(1) as f64;
         Costs {
+            cpu_us: per(self.cpu_us, before.cpu_us),
             messages: per(self.messages, before.messages),
             turns: per(self.turns, before.turns),
             steals: per(self.steals, before.steals),
@@ -178,6 +197,7 @@ impl Costs {
             crate::report::summarize(&all.iter().map(f).collect::<Vec<_>>()).0
         };
         Costs {
+            cpu_us: m(|c| c.cpu_us),
             messages: m(|c| c.messages),
             turns: m(|c| c.turns),
             steals: m(|c| c.steals),
@@ -188,9 +208,9 @@ impl Costs {
     /// For a record's notes and the console.
     pub fn describe(&self) -> String {
         format!(
-            "per order: {:.2} messages handled by receivers and engines, {:.2} actor turns, \
-             {:.3} steals, {:.3} parks",
-            self.messages, self.turns, self.steals, self.parks
+            "per order: {:.2} us of CPU, {:.2} messages handled by receivers and engines, {:.2} \
+             actor turns, {:.3} steals, {:.3} parks",
+            self.cpu_us, self.messages, self.turns, self.steals, self.parks
         )
     }
 }

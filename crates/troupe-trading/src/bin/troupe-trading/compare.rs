@@ -6,7 +6,10 @@
 //! asked for, one right after the other, at the same client count and log mode, and the ratio
 //! troupe / threads is taken within the repetition. The records: each contender's throughput
 //! and latency (as `bench closed` and `bench baseline` print them) and, per style, a
-//! `throughput_ratio` record whose samples are the repetitions' ratios.
+//! `throughput_ratio` record whose samples are the repetitions' ratios, and a `cpu_ratio`
+//! record: the threads' CPU time per order / troupe's, within each repetition (CPU time per
+//! order does not depend on how much of the machine other work leaves each contender: 40
+//! client threads get a larger share of a busy machine than troupe's 2 workers).
 
 use anyhow::Result;
 use serde_json::json;
@@ -51,19 +54,27 @@ pub fn run(
             let what = format!("compare {} {clients} clients", log.name());
             progress.start(&what);
             let mut threads = Samples::new();
+            let measured = SeedScenario::new(&Market::seed()).rounds_per_client(orders, clients)
+                * clients as u64
+                * 30;
+            let mut threads_cpu = Vec::new();
+            let mut cpu_ratios: Vec<Vec<f64>> = plan.styles.iter().map(|_| Vec::new()).collect();
             let mut troupe: Vec<(Samples, Vec<f64>, Vec<Costs>)> = plan
                 .styles
                 .iter()
                 .map(|_| (Samples::new(), Vec::new(), Vec::new()))
                 .collect();
             for rep in 0..setup.warmup + setup.repeat {
-                let measured = rep >= setup.warmup;
+                let is_measured = rep >= setup.warmup;
+                let cpu_before = bench::cpu_us();
                 let base = baseline::once(setup, Kind::Threads, log, clients, orders);
+                let base_cpu = (bench::cpu_us() - cpu_before) / measured as f64;
                 progress.run_done();
                 let base = match base {
                     Ok((tput, h)) => {
-                        if measured {
+                        if is_measured {
                             threads.push(tput, &h);
+                            threads_cpu.push(base_cpu);
                         }
                         tput
                     }
@@ -74,10 +85,11 @@ pub fn run(
                     }
                 };
                 let mut line = format!(
-                    "{what}, repetition {}{}: threads {:.2} M",
+                    "{what}, repetition {}{}: threads {:.2} M ({:.2} us CPU per order)",
                     rep + 1,
-                    if measured { "" } else { " (warm-up)" },
-                    base / 1e6
+                    if is_measured { "" } else { " (warm-up)" },
+                    base / 1e6,
+                    base_cpu,
                 );
                 for (i, &style) in plan.styles.iter().enumerate() {
                     let outcome = bench::closed_once(setup, style, log, clients, orders);
@@ -87,16 +99,19 @@ pub fn run(
                         Ok((report, _, cost)) => {
                             let tput = report.throughput();
                             line += &format!(
-                                ", {} {:.2} M ({:.2}x; p50 {:.1} p99 {:.1} us; {:.2} msgs, {:.2} turns per order)",
+                                ", {} {:.2} M ({:.2}x; p50 {:.1} p99 {:.1} us; {:.2} us CPU ({:.2}x), {:.2} msgs, {:.2} turns per order)",
                                 style.name(),
                                 tput / 1e6,
                                 tput / base,
                                 report.latency.value_at_quantile(0.5) as f64 / 1e3,
                                 report.latency.value_at_quantile(0.99) as f64 / 1e3,
+                                cost.cpu_us,
+                                base_cpu / cost.cpu_us,
                                 cost.messages,
                                 cost.turns,
                             );
-                            if measured {
+                            if is_measured {
+                                cpu_ratios[i].push(base_cpu / cost.cpu_us);
                                 samples.push(tput, &report.latency);
                                 ratios.push(tput / base);
                                 costs.push(cost);
@@ -110,9 +125,6 @@ pub fn run(
                 }
                 progress.suspend(|| printer.say(&line));
             }
-            let measured = SeedScenario::new(&Market::seed()).rounds_per_client(orders, clients)
-                * clients as u64
-                * 30;
             let base_params = params(&[
                 ("log", json!(log.name())),
                 ("clients", json!(clients)),
@@ -127,7 +139,9 @@ pub fn run(
                     &threads,
                     "one OS thread per client, a mutex per engine pair; run alternately with troupe",
                 )?;
-                for (&style, (samples, ratios, costs)) in plan.styles.iter().zip(&troupe) {
+                for ((&style, (samples, ratios, costs)), cpu) in
+                    plan.styles.iter().zip(&troupe).zip(&cpu_ratios)
+                {
                     all_valid &= samples.validated;
                     let mut p = base_params.clone();
                     p.insert("style".into(), json!(style.name()));
@@ -149,10 +163,25 @@ pub fn run(
                         samples.validated && threads.validated,
                         "troupe's throughput / the threads baseline's, within each repetition",
                     )?;
+                    printer.record(
+                        "trading",
+                        "cpu_ratio",
+                        "troupe",
+                        &p,
+                        "x",
+                        cpu.clone(),
+                        samples.validated && threads.validated,
+                        "the threads baseline's CPU time per order / troupe's, within each repetition",
+                    )?;
                     let (median, min, max) = crate::report::summarize(ratios);
+                    let (cpu_median, cpu_min, cpu_max) = crate::report::summarize(cpu);
                     printer.say(format!(
-                        "           troupe / threads, {}: median {median:.2}x (min {min:.2}x, max {max:.2}x)",
-                        style.name()
+                        "           troupe / threads, {}: throughput median {median:.2}x (min {min:.2}x, \
+                         max {max:.2}x); CPU per order, threads / troupe: median {cpu_median:.2}x \
+                         (min {cpu_min:.2}x, max {cpu_max:.2}x); threads {:.2} us, troupe {:.2} us",
+                        style.name(),
+                        crate::report::summarize(&threads_cpu).0,
+                        Costs::median(costs).cpu_us,
                     ));
                 }
                 Ok(())
