@@ -352,6 +352,17 @@ impl Exchange {
                 .all(|(p, s)| !p.is_stopped() && !s.is_stopped())
     }
 
+    /// Messages the receivers and engines have handled so far (each actor's count as of its
+    /// last turn's end): with the orders acknowledged, the messages an order costs.
+    pub fn messages_handled(&self) -> u64 {
+        let engines = self.pairs.iter().flat_map(|(p, s)| [p, s]);
+        self.receivers
+            .iter()
+            .map(|r| r.metrics().processed)
+            .sum::<u64>()
+            + engines.map(|e| e.metrics().processed).sum::<u64>()
+    }
+
     /// What start-up found in each log (empty without logs).
     pub fn recovery(&self) -> &[LogRecovery] {
         &self.recovery

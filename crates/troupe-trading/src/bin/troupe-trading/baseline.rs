@@ -84,7 +84,7 @@ fn check(pairs: &[Pair], orders: u64) -> Result<()> {
 }
 
 /// One run; returns (orders/s, latency histogram).
-fn once(
+pub fn once(
     setup: &Setup,
     kind: Kind,
     log: LogMode,

@@ -101,7 +101,7 @@ pub fn closed_once(
     log: LogMode,
     clients: usize,
     orders: u64,
-) -> Result<(LoadReport, Option<f64>)> {
+) -> Result<(LoadReport, Option<f64>, Costs)> {
     let dir = setup.scratch_dir()?;
     let system = system(setup)?;
     let exchange = exchange(&system, style, log, dir.path())?;
@@ -117,7 +117,9 @@ pub fn closed_once(
     let warm_rounds = scenario.rounds_per_client(warmup_orders(setup, orders), clients);
     let warm = load::closed_loop(&system, &exchange, &scenario, clients, warm_rounds, timeout)?;
     let rounds = scenario.rounds_per_client(orders, clients);
+    let before = Costs::now(&system, &exchange);
     let report = load::closed_loop(&system, &exchange, &scenario, clients, rounds, timeout)?;
+    let costs = Costs::now(&system, &exchange).since(&before, report.orders);
     validate(&exchange, warm.orders + report.orders)?;
     let states = exchange.pair_states()?;
     let commits: u64 = states
@@ -133,7 +135,84 @@ pub fn closed_once(
         .shutdown_timeout(Duration::from_secs(60))
         .context("stopping the actor system")?;
     let per_commit = (commits > 0).then(|| applied as f64 / commits as f64);
-    Ok((report, per_commit))
+    Ok((report, per_commit, costs))
+}
+
+/// The CPU time this process has used so far (user and system, every thread), in
+/// microseconds: unlike throughput, it does not depend on how much of the machine the other
+/// work on it leaves.
+pub fn cpu_us() -> f64 {
+    // SAFETY: getrusage writes one `rusage` into the zeroed value it is given and reads
+    // nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    us(usage.ru_utime) + us(usage.ru_stime)
+}
+
+/// What the runtime did for the orders of a measured run: the pool's counters and the
+/// messages the exchange's actors handled (receivers and engines; a client's acks are not
+/// counted), summed, or once divided by the orders, per order.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Costs {
+    /// The process's CPU time (user and system, every thread), in microseconds.
+    pub cpu_us: f64,
+    pub messages: f64,
+    pub turns: f64,
+    pub steals: f64,
+    pub parks: f64,
+}
+
+impl Costs {
+    fn now(system: &System, exchange: &Exchange) -> Self {
+        let pools = system.pool_metrics();
+        let sum = |f: fn(&troupe::PoolMetrics) -> u64| pools.iter().map(f).sum::<u64>() as f64;
+        Costs {
+            cpu_us: cpu_us(),
+            messages: exchange.messages_handled() as f64,
+            turns: sum(|p| p.turns),
+            steals: sum(|p| p.steals),
+            parks: sum(|p| p.parks),
+        }
+    }
+
+    /// The counts from `before` to this, per order.
+    fn since(&self, before: &Costs, orders: u64) -> Costs {
+        let per = |now: f64, then: f64| (now - then) / orders.max(1) as f64;
+        Costs {
+            cpu_us: per(self.cpu_us, before.cpu_us),
+            messages: per(self.messages, before.messages),
+            turns: per(self.turns, before.turns),
+            steals: per(self.steals, before.steals),
+            parks: per(self.parks, before.parks),
+        }
+    }
+
+    /// The medians of several runs' costs.
+    pub fn median(all: &[Costs]) -> Costs {
+        let m = |f: fn(&Costs) -> f64| {
+            crate::report::summarize(&all.iter().map(f).collect::<Vec<_>>()).0
+        };
+        Costs {
+            cpu_us: m(|c| c.cpu_us),
+            messages: m(|c| c.messages),
+            turns: m(|c| c.turns),
+            steals: m(|c| c.steals),
+            parks: m(|c| c.parks),
+        }
+    }
+
+    /// For a record's notes and the console.
+    pub fn describe(&self) -> String {
+        format!(
+            "per order: {:.2} us of CPU, {:.2} messages handled by receivers and engines, {:.2} \
+             actor turns, {:.3} steals, {:.3} parks",
+            self.cpu_us, self.messages, self.turns, self.steals, self.parks
+        )
+    }
 }
 
 pub struct ClosedPlan {
@@ -181,6 +260,7 @@ pub fn closed(
             for &clients in &plan.clients {
                 let mut samples = Samples::new();
                 let mut batches = Vec::new();
+                let mut costs = Vec::new();
                 let label = format!("{} {} {clients} clients", style.name(), log.name());
                 let what = format!("closed {label}");
                 progress.start(&what);
@@ -198,9 +278,10 @@ pub fn closed(
                     let outcome = closed_once(setup, style, log, clients, orders);
                     progress.run_done();
                     match outcome {
-                        Ok((report, per_commit)) if rep >= setup.warmup => {
+                        Ok((report, per_commit, cost)) if rep >= setup.warmup => {
                             samples.push(report.throughput(), &report.latency);
                             batches.extend(per_commit);
+                            costs.push(cost);
                         }
                         Ok(_) => {}
                         Err(e) => {
@@ -228,6 +309,9 @@ pub fn closed(
                     "closed loop, 3 engine pairs, 10 receivers; {}",
                     setup.notes()
                 );
+                if !costs.is_empty() {
+                    notes += &format!("; {}", Costs::median(&costs).describe());
+                }
                 if !batches.is_empty() {
                     notes += &format!(
                         "; group commit: {:.1} orders per fsync",
@@ -284,6 +368,9 @@ pub fn closed(
                                 &notes,
                             )?;
                         }
+                    }
+                    if !costs.is_empty() {
+                        printer.say(format!("           {}", Costs::median(&costs).describe()));
                     }
                     if let Some(line) = ratio {
                         printer.say(line);

@@ -6,6 +6,7 @@
 //! troupe-trading bench closed ...                 the seed's closed loop (styles x logs x clients)
 //! troupe-trading bench open-loop ...              fixed-rate sweep, latency from planned send times
 //! troupe-trading bench baseline ...               synchronous calls, and OS threads with locks
+//! troupe-trading bench compare ...                troupe beside the threads baseline, run by run
 //! troupe-trading bench fsync-probe                this disk's own fdatasync latency
 //! troupe-trading run --dir D --log fsync ...      the system on logs in D, reporting each ack
 //! troupe-trading inspect --dir D --log fsync      read D's logs (changing nothing), print them
@@ -16,6 +17,7 @@
 
 mod baseline;
 mod bench;
+mod compare;
 mod dist_bench;
 mod open_loop;
 mod report;
@@ -363,6 +365,27 @@ enum Which {
         #[command(flatten)]
         sizes: Sizes,
     },
+    /// The closed loop beside the threads baseline: in each repetition the baseline, then
+    /// troupe in each style, and the ratio troupe / threads within the repetition.
+    Compare {
+        /// Messaging styles, comma-separated, each at most once.
+        #[arg(long, value_delimiter = ',', value_parser = style_parser(), default_value = "request-reply,one-way")]
+        styles: Vec<Style>,
+        /// Log modes, comma-separated, each at most once.
+        #[arg(long, value_delimiter = ',', value_parser = log_parser(), default_value = "none,buffered")]
+        logs: Vec<LogMode>,
+        /// Client counts, comma-separated, each 1 to 1000 and at most once.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "40",
+            allow_negative_numbers = true,
+            value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_CLIENTS)
+        )]
+        clients: Vec<usize>,
+        #[command(flatten)]
+        sizes: Sizes,
+    },
     /// This disk's own fdatasync latency (1,000 flushes; 50 with --quick).
     FsyncProbe,
 }
@@ -455,6 +478,7 @@ enum BenchPlan {
     Closed(bench::ClosedPlan),
     OpenLoop(open_loop::OpenPlan),
     Baseline(baseline::BaselinePlan),
+    Compare(compare::ComparePlan),
     All(
         bench::ClosedPlan,
         open_loop::OpenPlan,
@@ -470,6 +494,7 @@ impl BenchPlan {
             BenchPlan::Closed(c) => c.runs(setup),
             BenchPlan::OpenLoop(o) => o.runs(setup),
             BenchPlan::Baseline(b) => b.runs(setup),
+            BenchPlan::Compare(c) => c.runs(setup),
             BenchPlan::All(c, o, b) => c.runs(setup) + o.runs(setup) + b.runs(setup),
         }
     }
@@ -696,6 +721,24 @@ fn prepare(cli: Cli) -> Result<(Setup, Job)> {
                 } => {
                     refuse_actor_options(&g, "baseline", "it runs no actors")?;
                     BenchPlan::Baseline(plan_baseline(&setup, clients, logs, sizes)?)
+                }
+                Which::Compare {
+                    styles,
+                    logs,
+                    clients,
+                    sizes: s,
+                } => {
+                    check_styles(&styles)?;
+                    check_logs(&logs)?;
+                    check_clients(&clients)?;
+                    let (orders, fsync_orders) = sizes(&setup, s)?;
+                    BenchPlan::Compare(compare::ComparePlan {
+                        styles,
+                        logs,
+                        clients,
+                        orders,
+                        fsync_orders,
+                    })
                 }
                 Which::All { matrix } => plan_all(&setup, matrix)?,
             };
@@ -1048,6 +1091,7 @@ fn bench(setup: &Setup, printer: &Printer, plan: &BenchPlan) -> Result<bool> {
         BenchPlan::Closed(c) => bench::closed(setup, printer, &progress, c)?,
         BenchPlan::OpenLoop(o) => open_loop::run(setup, printer, &progress, o)?,
         BenchPlan::Baseline(b) => baseline::run(setup, printer, &progress, b)?,
+        BenchPlan::Compare(c) => compare::run(setup, printer, &progress, c)?,
         BenchPlan::All(c, o, b) => {
             let mut valid = bench::closed(setup, printer, &progress, c)?;
             valid &= open_loop::run(setup, printer, &progress, o)?;
