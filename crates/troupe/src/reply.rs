@@ -73,7 +73,6 @@ pub(crate) fn channel<R: Send + 'static>(target: ActorId) -> (ReplySender<R>, As
         Ask {
             taker: Some(taker),
             target,
-            timed: false,
         },
     )
 }
@@ -336,9 +335,6 @@ pub struct Ask<R> {
     taker: Option<Taker<R>>,
     /// The actor asked (a thread-backed actor waiting on itself would never wake).
     target: ActorId,
-    /// Given a deadline (`ask_timeout`): a task awaiting it does not run turns itself, which
-    /// could outlast the deadline (see `poll`).
-    timed: bool,
 }
 
 impl<R> fmt::Debug for Ask<R> {
@@ -374,7 +370,6 @@ impl<R: Send + 'static> Ask<R> {
             }),
         );
         taker.set_timer(timers.clone(), id);
-        self.timed = true;
         if taker.is_filled() {
             // Answered already: the timer has nothing left to do.
             taker.cancel_timer();
@@ -458,8 +453,9 @@ impl<R> Ask<R> {
             // With a deadline (`ask_timeout`) the thread does not help: a turn run here could
             // outlast it.
             None => {
-                let help_with = (!self.timed).then_some(self.target);
-                self.take_taker().wait(help_with)
+                let taker = self.take_taker();
+                let help_with = (!taker.has_timer()).then_some(self.target);
+                taker.wait(help_with)
             }
             // Without a deadline the simulation runs until the reply is in, or reports that it
             // never can be.
@@ -533,7 +529,7 @@ impl<R> Future for Ask<R> {
     type Output = Result<R, AskError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let (timed, target) = (self.timed, self.target);
+        let target = self.target;
         let taker = self
             .taker
             .as_mut()
@@ -544,7 +540,7 @@ impl<R> Future for Ask<R> {
         // itself and no worker has taken yet (the request's own, most often) are run here
         // rather than waited for (`role::help_until`); not with a deadline, which a turn run
         // here could outlast.
-        if !taker.is_filled() && !spin::until(|| taker.is_filled()) && !timed {
+        if !taker.is_filled() && !spin::until(|| taker.is_filled()) && !taker.has_timer() {
             role::help_until(target, &|| taker.is_filled());
         }
         if !taker.poll_filled(cx.waker()) {

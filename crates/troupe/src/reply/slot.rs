@@ -400,6 +400,14 @@ impl<R> Taker<R> {
         });
     }
 
+    /// True if an `ask_timeout` armed a timer for this slot (a wait with a deadline).
+    pub(crate) fn has_timer(&self) -> bool {
+        self.slot().timer.with(|timer| {
+            // SAFETY: as in `set_timer`: the cell is the taker's, and this is the taker.
+            unsafe { (*timer).is_some() }
+        })
+    }
+
     /// Cancels the timer now (the value came before it was armed).
     pub(crate) fn cancel_timer(&mut self) {
         let timer = self.slot().timer.with_mut(|timer| {
