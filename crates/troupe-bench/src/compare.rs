@@ -1080,18 +1080,7 @@ mod tests {
         }
         // A contender made of OS threads skips the 20,000-thread ring, and the chain of
         // 10,000 threads unless the run is --full.
-        let threads = Contender {
-            name: "os-threads".into(),
-            describe: String::new(),
-            program: PathBuf::new(),
-            extra: vec![],
-            scenarios: vec![],
-            jvm: false,
-            os_threads: true,
-            chain_mode: "threads".into(),
-            own_params: BTreeMap::new(),
-            opt_in: false,
-        };
+        let threads = threads_contender("os-threads");
         assert!(rings[1].for_contender(&threads).is_none());
         let longest = |options: &CompareOptions| {
             cases(options)
@@ -1104,10 +1093,10 @@ mod tests {
         assert!(longest(&options).for_contender(&threads).is_some());
     }
 
-    #[test]
-    fn thread_contenders_get_smaller_cases() {
-        let c = Contender {
-            name: "x".into(),
+    /// A contender made of OS threads, as a peer's manifest would describe one.
+    fn threads_contender(name: &str) -> Contender {
+        Contender {
+            name: name.into(),
             describe: String::new(),
             program: PathBuf::new(),
             extra: vec![],
@@ -1117,7 +1106,12 @@ mod tests {
             chain_mode: "threads".into(),
             own_params: BTreeMap::new(),
             opt_in: false,
-        };
+        }
+    }
+
+    #[test]
+    fn thread_contenders_get_smaller_cases() {
+        let c = threads_contender("x");
         let ring = Case::new(Scenario::Ring, json!({"actors": 100, "rounds": 100_000}));
         assert_eq!(ring.for_contender(&c).unwrap().params["rounds"], 1_000);
         let chain = Case::new(Scenario::Chain, json!({"length": 10_000}));

@@ -46,20 +46,21 @@ thread_local! {
 }
 
 /// Makes `next` the calling thread's run-next position for actors of `executor`, until the
-/// guard is dropped (which the worker does before `next` goes away).
-pub(crate) fn enter(executor: &Executor, next: &RunNext) -> RunNextGuard {
+/// guard is dropped. The guard borrows both, so neither can go away while it is entered.
+pub(crate) fn enter<'a>(executor: &'a Executor, next: &'a RunNext) -> RunNextGuard<'a> {
     CURRENT.with(|c| c.set(Current { executor, next }));
     RunNextGuard {
-        _not_send: std::marker::PhantomData,
+        _entered: std::marker::PhantomData,
     }
 }
 
-/// Clears the calling thread's run-next position when dropped.
-pub(crate) struct RunNextGuard {
-    _not_send: std::marker::PhantomData<*const ()>,
+/// Clears the calling thread's run-next position when dropped; borrows what was entered (and,
+/// through the raw pointer, is neither `Send` nor `Sync`).
+pub(crate) struct RunNextGuard<'a> {
+    _entered: std::marker::PhantomData<(&'a Executor, &'a RunNext, *const ())>,
 }
 
-impl Drop for RunNextGuard {
+impl Drop for RunNextGuard<'_> {
     fn drop(&mut self) {
         CURRENT.with(|c| {
             c.set(Current {
@@ -78,11 +79,11 @@ pub(super) fn permit_for(executor: &Executor) -> Option<HandOffPermit<'_>> {
     if !ptr::eq(current.executor, executor) {
         return None;
     }
-    // SAFETY: `next` was set by `enter` on this thread to a `RunNext` that outlives its guard,
-    // and the guard clears it first; it is non-null since the executor matched (a null
+    // SAFETY: `next` was set by `enter` on this thread to a `RunNext` that outlives its guard
+    // (the guard borrows it), and the guard clears it first; it is non-null since the executor matched (a null
     // executor never equals a reference). The permit is used at once on this thread (it is
     // neither `Send` nor `Sync`) while the caller's `executor` borrow lasts, within the worker's
-    // loop that keeps the `RunNext` alive.
+    // loop (or a waiting thread's help, `scheduler/external.rs`) that keeps the guard alive.
     let next = unsafe { &*current.next };
     next.hand_off_permit()
 }
