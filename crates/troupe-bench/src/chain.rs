@@ -114,14 +114,18 @@ pub fn run(
         },
     }
     .announce(runner, &label);
-    let [elapsed] = match mode {
+    let ([elapsed], counters) = match mode {
         Mode::Actors => {
             let system = config.build()?;
-            let samples = runner.measure(&label, || once_actors(&system, length, placement))?;
+            // Handled: N messages through N stages.
+            let hops = length as u64 * length as u64;
+            let measured = runner.measure_counted(&label, &system, || {
+                Ok((once_actors(&system, length, placement)?, hops))
+            })?;
             system.shutdown_timeout(Duration::from_secs(60))?;
-            samples
+            measured
         }
-        Mode::Threads => runner.measure(&label, || once_threads(length))?,
+        Mode::Threads => (runner.measure(&label, || once_threads(length))?, Vec::new()),
     };
     let (median, _, _) = crate::report::summarize(&elapsed);
     runner.say(format!(
@@ -139,15 +143,18 @@ pub fn run(
         Mode::Actors => config.notes(),
         Mode::Threads => "one OS thread per stage, std sync_channel(1) between stages".to_owned(),
     };
-    runner.emit(&Record::new(
-        "chain",
-        "elapsed",
-        mode.contender(config, placement),
-        params,
-        "ms",
-        elapsed,
-        &notes,
-    ))
+    runner.emit(
+        &Record::new(
+            "chain",
+            "elapsed",
+            mode.contender(config, placement),
+            params,
+            "ms",
+            elapsed,
+            &notes,
+        )
+        .with_counters(counters),
+    )
 }
 
 fn validate(tally: &Tally, n: u64) -> Result<()> {

@@ -239,13 +239,21 @@ fn cases(options: &CompareOptions) -> Vec<Case> {
             (Scenario::Fanout, true) => {
                 out.push(Case::new(s, json!({"actors": 100, "messages": 10_000})));
             }
-            (Scenario::Fanout, false) => out.push(Case::new(
-                s,
-                json!({"actors": 1_000, "messages": 10_000_000}),
-            )),
+            (Scenario::Fanout, false) => fanout_cases(&mut out),
         }
     }
     out
+}
+
+/// Fan-out at two shapes: 1,000 actors sharing 10 M messages, and a fork-join of 60 actors
+/// with 10,000 messages each.
+fn fanout_cases(out: &mut Vec<Case>) {
+    for (actors, messages) in [(1_000u64, 10_000_000u64), (60, 600_000)] {
+        out.push(Case::new(
+            Scenario::Fanout,
+            json!({"actors": actors, "messages": messages}),
+        ));
+    }
 }
 
 /// The seeds' own series, for `all`.
@@ -277,10 +285,7 @@ fn seed_cases(options: &CompareOptions, cores: usize, full: bool) -> Vec<Case> {
                     out.push(case);
                 }
             }
-            Scenario::Fanout => out.push(Case::new(
-                s,
-                json!({"actors": 1_000, "messages": 10_000_000}),
-            )),
+            Scenario::Fanout => fanout_cases(&mut out),
         }
     }
     out
@@ -608,6 +613,8 @@ fn check(
 struct Gathered {
     unit: String,
     samples: Vec<f64>,
+    /// The runtime's counters of each repetition, for contenders that keep them (troupe).
+    counters: Vec<Map<String, Value>>,
     notes: String,
     machine: Option<Machine>,
     failure: Option<String>,
@@ -761,6 +768,7 @@ pub fn gather(runner: &Runner, options: &CompareOptions) -> Result<Comparison> {
                                 .or_default();
                             slot.unit = r.unit.clone();
                             slot.samples.extend(&r.samples);
+                            slot.counters.extend(r.counters.iter().cloned());
                             slot.notes = if own_case.params != case.params {
                                 format!("{} (ran {})", r.notes, params_text(&own_case.params))
                             } else {
@@ -822,6 +830,11 @@ pub fn gather(runner: &Runner, options: &CompareOptions) -> Result<Comparison> {
             }
             record.validated = g.failure.is_none();
             record.command = Some(command.clone());
+            // Kept only if every repetition brought its counters, so they line up with
+            // `samples`.
+            if g.counters.len() == g.samples.len() {
+                record.counters = g.counters.clone();
+            }
             summary.push(record);
         }
     }
@@ -1138,10 +1151,15 @@ mod tests {
             timeout: Duration::from_secs(1),
         };
         let full = cases(&options);
-        assert_eq!(full.len(), 1);
+        assert_eq!(full.len(), 2);
         assert_eq!(
             Value::Object(full[0].params.clone()),
             json!({"actors": 1_000, "messages": 10_000_000})
+        );
+        // The fork-join shape: 60 actors, 10,000 messages each.
+        assert_eq!(
+            Value::Object(full[1].params.clone()),
+            json!({"actors": 60, "messages": 600_000})
         );
         assert_eq!(full[0].key(), cases(&options)[0].key());
         options.sizes = Sizes::Quick;

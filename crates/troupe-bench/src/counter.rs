@@ -103,7 +103,7 @@ pub fn run(
         .collect();
     for &k in per {
         let label = format!("counter {producers}x{k}");
-        let [throughput] = runner.measure(&label, || {
+        let ([throughput], counters) = runner.measure_counted(&label, &system, || {
             let start = Instant::now();
             let asks: Vec<_> = workers.iter().map(|p| p.ask(Produce(k))).collect();
             let mut sent = 0;
@@ -121,7 +121,12 @@ pub fn run(
             if sent != producers as u64 * k || sum != expected {
                 bail!("counter validation failed: sum {sum}, expected {expected} ({sent} sent)");
             }
-            Ok([(producers as u64 * k) as f64 / elapsed.as_secs_f64()])
+            // Handled: every Add, each producer's Produce, and the GetAndReset.
+            let handled = producers as u64 * (k + 1) + 1;
+            Ok((
+                [(producers as u64 * k) as f64 / elapsed.as_secs_f64()],
+                handled,
+            ))
         })?;
         let (median, _, _) = crate::report::summarize(&throughput);
         runner.say(format!(
@@ -138,15 +143,18 @@ pub fn run(
             ),
             _ => format!("{}; producers are actors on the same pool", config.notes()),
         };
-        runner.emit(&Record::new(
-            "counter",
-            "throughput",
-            config.contender(placement),
-            params,
-            "msgs/s",
-            throughput,
-            &notes,
-        ))?;
+        runner.emit(
+            &Record::new(
+                "counter",
+                "throughput",
+                config.contender(placement),
+                params,
+                "msgs/s",
+                throughput,
+                &notes,
+            )
+            .with_counters(counters),
+        )?;
     }
     system.shutdown_timeout(Duration::from_secs(60))?;
     Ok(())

@@ -102,7 +102,7 @@ pub fn run(
     let expect: Vec<u64> = (0..actors).map(|a| expected(a, actors, messages)).collect();
     for &source in from {
         let label = format!("fanout {} {actors}x{messages}", source.name());
-        let [rate] = runner.measure(&label, || {
+        let ([rate], counters) = runner.measure_counted(&label, &system, || {
             let start = Instant::now();
             match source {
                 From::Thread => send_all(&addrs, messages)?,
@@ -124,7 +124,10 @@ pub fn run(
                     );
                 }
             }
-            Ok([messages as f64 / start.elapsed().as_secs_f64()])
+            Ok((
+                [messages as f64 / start.elapsed().as_secs_f64()],
+                messages + actors as u64,
+            ))
         })?;
         let params = json!({ "actors": actors, "messages": messages, "from": source.name() })
             .as_object()
@@ -145,7 +148,8 @@ pub fn run(
                     From::TokioTask => "tokio task (runtime of one thread)",
                 }
             ),
-        ))?;
+        )
+        .with_counters(counters))?;
     }
     io.shutdown_background();
     system.shutdown_timeout(Duration::from_secs(60))?;

@@ -376,7 +376,7 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
     ] {
         let mode = reply.name();
         let label = format!("ask {mode} {n}");
-        let [rate] = runner.measure(&label, || {
+        let ([rate], counters) = runner.measure_counted(&label, &system, || {
             let (done, finished) = std::sync::mpsc::channel();
             let asker = system.spawn(Asker {
                 responder: responder.clone(),
@@ -397,25 +397,29 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             if last != n {
                 bail!("ask validation failed: the chain reached {last}, not {n}");
             }
-            Ok([n as f64 / elapsed.as_secs_f64()])
+            // Handled: each ask by the responder, each reply by the asker, and the start.
+            Ok(([n as f64 / elapsed.as_secs_f64()], 2 * n + 1))
         })?;
         let params = json!({ "asks": n, "reply": mode, "from": "actor" })
             .as_object()
             .expect("object")
             .clone();
-        runner.emit(&Record::new(
-            "ask",
-            "round_trips",
-            "troupe",
-            params,
-            "asks/s",
-            rate,
-            &format!(
-                "{}; actor to actor, each ask after the previous reply (pipe_to); {}",
-                config.notes(),
-                reply.describe()
-            ),
-        ))?;
+        runner.emit(
+            &Record::new(
+                "ask",
+                "round_trips",
+                "troupe",
+                params,
+                "asks/s",
+                rate,
+                &format!(
+                    "{}; actor to actor, each ask after the previous reply (pipe_to); {}",
+                    config.notes(),
+                    reply.describe()
+                ),
+            )
+            .with_counters(counters),
+        )?;
     }
     // Asks from outside the pool: a plain thread blocking on each reply, and a tokio task
     // awaiting it (a runtime of one worker thread), each ask after the previous reply.

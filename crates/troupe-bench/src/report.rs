@@ -5,11 +5,16 @@
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Map, Value};
+use troupe::System;
 pub use troupe_results::{human, params_text, summarize, Machine, Record};
+
+/// The runtime's counters over one repetition, as written into a record (`Record::counters`).
+pub type Counters = Map<String, Value>;
 
 /// How repetitions are run and results printed.
 #[derive(Debug, Clone)]
@@ -47,6 +52,33 @@ impl Runner {
         }
         bar.finish_and_clear();
         Ok(samples)
+    }
+
+    /// As `measure`, and the default pool's counters over each measured repetition (see
+    /// [`PoolCounts`]): `once` also returns the messages the system's actors handled in it.
+    /// Before the first repetition and after each, it waits (at most a second) for every
+    /// worker to park, so the counters hold every turn of the repetition and the next one
+    /// starts from a pool at rest.
+    pub fn measure_counted<const METRICS: usize>(
+        &self,
+        label: &str,
+        system: &System,
+        mut once: impl FnMut() -> Result<([f64; METRICS], u64)>,
+    ) -> Result<([Vec<f64>; METRICS], Vec<Counters>)> {
+        let mut counts = Vec::with_capacity(self.repeat);
+        let mut before = PoolCounts::settled(system);
+        let mut i = 0;
+        let samples = self.measure(label, || {
+            let (values, messages) = once()?;
+            let after = PoolCounts::settled(system);
+            if i >= self.warmup {
+                counts.push(after.since(&before).to_json(messages));
+            }
+            before = after;
+            i += 1;
+            Ok(values)
+        })?;
+        Ok((samples, counts))
     }
 
     /// Keeps a record for the report without printing it.
@@ -111,6 +143,74 @@ fn progress(label: &str, total: u64) -> ProgressBar {
         bar.enable_steady_tick(Duration::from_secs(1));
     }
     bar
+}
+
+/// The default pool's counters (`System::pool_metrics`) at one moment, or over a repetition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    pub turns: u64,
+    pub lent_turns: u64,
+    pub helped_turns: u64,
+    pub steals: u64,
+    pub parks: u64,
+}
+
+impl PoolCounts {
+    /// The counters once every worker has parked (or after a second, if some never do: a
+    /// scenario that leaves work running, or a machine too busy to let them).
+    pub fn settled(system: &System) -> Self {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let pool = system
+                .pool_metrics()
+                .into_iter()
+                .find(|p| p.name == "default")
+                .unwrap_or_default();
+            if pool.sleeping >= pool.workers || Instant::now() >= deadline {
+                return Self {
+                    turns: pool.turns,
+                    lent_turns: pool.lent_turns,
+                    helped_turns: pool.helped_turns,
+                    steals: pool.steals,
+                    parks: pool.parks,
+                };
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// What was counted between `earlier` and `self`.
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            turns: self.turns.saturating_sub(earlier.turns),
+            lent_turns: self.lent_turns.saturating_sub(earlier.lent_turns),
+            helped_turns: self.helped_turns.saturating_sub(earlier.helped_turns),
+            steals: self.steals.saturating_sub(earlier.steals),
+            parks: self.parks.saturating_sub(earlier.parks),
+        }
+    }
+
+    /// The JSON object of one repetition that handled `messages` messages.
+    pub fn to_json(self, messages: u64) -> Map<String, Value> {
+        let all_turns = self.turns + self.lent_turns + self.helped_turns;
+        let per_turn = if all_turns == 0 {
+            0.0
+        } else {
+            messages as f64 / all_turns as f64
+        };
+        let value = json!({
+            "turns": self.turns,
+            "lent_turns": self.lent_turns,
+            "helped_turns": self.helped_turns,
+            "messages_per_turn": (per_turn * 10.0).round() / 10.0,
+            "steals": self.steals,
+            "parks": self.parks,
+        });
+        match value {
+            Value::Object(map) => map,
+            _ => unreachable!("a JSON object literal"),
+        }
+    }
 }
 
 /// Milliseconds in a duration, as a float.

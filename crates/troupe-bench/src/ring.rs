@@ -139,7 +139,7 @@ pub fn run(runner: &Runner, config: &SystemConfig, p: RingParams) -> Result<()> 
         },
     }
     .announce(runner, &label);
-    let [construct, throughput] = runner.measure(&label, || {
+    let ([construct, throughput], counters) = runner.measure_counted(&label, &system, || {
         let (ring, construct) = build_ring(&system, p)?;
         runner.say(format!(
             "Took {:.3} ms to construct {} nodes",
@@ -148,7 +148,12 @@ pub fn run(runner: &Runner, config: &SystemConfig, p: RingParams) -> Result<()> 
         ));
         let elapsed = pass_token(&ring, p)?;
         tear_down(&system, ring)?;
-        Ok([ms(construct), messages / elapsed.as_secs_f64()])
+        // Handled: every hop of the token (the ring's construction and teardown are counted
+        // in the turns too).
+        Ok((
+            [ms(construct), messages / elapsed.as_secs_f64()],
+            messages as u64,
+        ))
     })?;
     system
         .shutdown_timeout(Duration::from_secs(30))
@@ -180,15 +185,18 @@ pub fn run(runner: &Runner, config: &SystemConfig, p: RingParams) -> Result<()> 
         construct,
         &notes,
     ))?;
-    runner.emit(&Record::new(
-        "ring",
-        "throughput",
-        contender,
-        params,
-        "msgs/s",
-        throughput,
-        &notes,
-    ))?;
+    runner.emit(
+        &Record::new(
+            "ring",
+            "throughput",
+            contender,
+            params,
+            "msgs/s",
+            throughput,
+            &notes,
+        )
+        .with_counters(counters),
+    )?;
     Ok(())
 }
 

@@ -133,6 +133,11 @@ pub struct Record {
     /// The command that produced the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The runtime's own counters over each measured repetition, in the order of `samples`
+    /// (troupe's: turns, lent and helped turns, messages per turn, steals, parks), so a slow
+    /// repetition can be told apart by what the scheduler did in it. Empty when not kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<Map<String, Value>>,
 }
 
 impl Record {
@@ -163,7 +168,14 @@ impl Record {
             machine: Machine::troupe(),
             time: Some(utc_now()),
             command: Some(command_line()),
+            counters: Vec::new(),
         }
+    }
+
+    /// The same record, with the runtime's counters of each measured repetition.
+    pub fn with_counters(mut self, counters: Vec<Map<String, Value>>) -> Self {
+        self.counters = counters;
+        self
     }
 
     /// The same record, measured on `machine`.
@@ -230,6 +242,15 @@ mod tests {
         let back: Record = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
         assert!(r.time.as_deref().unwrap().ends_with('Z'));
+        // Counters appear only when kept, one object per repetition.
+        assert!(!serde_json::to_string(&r).unwrap().contains("counters"));
+        let mut turns = Map::new();
+        turns.insert("turns".into(), 7.into());
+        let counted = r.with_counters(vec![turns.clone(); 3]);
+        let line = serde_json::to_string(&counted).unwrap();
+        assert!(line.contains(r#""counters":[{"turns":7},"#), "{line}");
+        let back: Record = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.counters, vec![turns; 3]);
     }
 
     #[test]
@@ -238,6 +259,7 @@ mod tests {
         let r: Record = serde_json::from_str(line).unwrap();
         assert_eq!(r.machine.commit, None);
         assert_eq!(r.notes, "");
+        assert!(r.counters.is_empty());
     }
 
     #[test]

@@ -101,9 +101,15 @@ pub struct PoolMetrics {
     pub steals: u64,
     /// Times a worker parked for lack of work.
     pub parks: u64,
+    /// Turns a worker lent, inside a handler that sends, to the actor it holds to run next once
+    /// that actor fell behind (`SpawnOptions::catch_up`; not counted in `turns`).
+    pub lent_turns: u64,
     /// Turns run not by a worker but by a plain thread waiting for a reply, on the actors it
     /// had scheduled itself and no worker had taken yet (not counted in `turns`).
     pub helped_turns: u64,
+    /// Workers parked (or about to park) for lack of work at this moment. Once all of them
+    /// are, the other counters hold every turn run so far.
+    pub sleeping: usize,
     /// Actors waiting in the pool's global queue.
     pub injected_waiting: usize,
 }

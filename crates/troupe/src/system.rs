@@ -936,7 +936,9 @@ impl System {
                         turns: c.turns,
                         steals: c.steals,
                         parks: c.parks,
+                        lent_turns: c.lent,
                         helped_turns: c.helped,
+                        sleeping: c.sleeping,
                         injected_waiting: c.injected_waiting,
                     }
                 }

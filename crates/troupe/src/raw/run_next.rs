@@ -144,6 +144,7 @@ pub(super) fn lend_turn(owner: &Header, waiting: usize) {
     let Some((runnable, handoff)) = next.take() else {
         return;
     };
+    next.lent.set(next.lent.get() + 1);
     let _lending = Lending::enter();
     if let Ran::Yield(again) = runnable.run(waiting.clamp(1, LENT_TURN_MAX), handoff) {
         again.schedule();
@@ -181,6 +182,8 @@ pub(crate) struct RunNext {
     /// Takes hand-offs (a worker's); a waiting thread's position takes none, so that what is
     /// left in it when the thread's reply comes can go back to the pool without running.
     hand_off: bool,
+    /// Turns lent from here (`lend_turn`), read by the worker when it publishes its counters.
+    lent: Cell<u64>,
     /// A `HandedOff` owns `message` (taken out with its actor, not yet delivered).
     message_owned: Cell<bool>,
     /// Initialised exactly while `next` is `WithMessage` or `message_owned` is set.
@@ -201,9 +204,15 @@ impl RunNext {
         Self {
             next: Cell::new(Next::Empty),
             hand_off,
+            lent: Cell::new(0),
             message_owned: Cell::new(false),
             message: UnsafeCell::new(MaybeUninit::uninit()),
         }
+    }
+
+    /// Turns lent from this position so far (`lend_turn`).
+    pub(crate) fn lent_turns(&self) -> u64 {
+        self.lent.get()
     }
 
     /// True if an actor waits here.

@@ -56,6 +56,11 @@ impl Idle {
         }
     }
 
+    /// Workers registered as sleepers now (parked, or about to park).
+    pub(crate) fn sleeping(&self) -> usize {
+        self.num_sleeping.load(Ordering::Acquire)
+    }
+
     /// Called after work was made visible to other workers.
     #[inline]
     pub(crate) fn notify_one(&self) {

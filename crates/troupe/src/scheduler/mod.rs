@@ -90,6 +90,7 @@ pub(crate) struct WorkerCounters {
     turns: AtomicU64,
     steals: AtomicU64,
     parks: AtomicU64,
+    lent: AtomicU64,
 }
 
 /// A pool's counters at one moment (published by workers every 1024 turns and before they
@@ -99,7 +100,9 @@ pub(crate) struct PoolCounters {
     pub(crate) turns: u64,
     pub(crate) steals: u64,
     pub(crate) parks: u64,
+    pub(crate) lent: u64,
     pub(crate) helped: u64,
+    pub(crate) sleeping: usize,
     pub(crate) injected_waiting: usize,
 }
 
@@ -117,7 +120,9 @@ impl PoolShared {
             turns: sum(|c| &c.turns),
             steals: sum(|c| &c.steals),
             parks: sum(|c| &c.parks),
+            lent: sum(|c| &c.lent),
             helped: self.external.helped(),
+            sleeping: self.idle.sleeping(),
             injected_waiting: self.injector.len() + self.external.len(),
         }
     }

@@ -265,6 +265,9 @@ impl<'a> WorkerLoop<'a> {
         counters.turns.store(self.turns, Ordering::Relaxed);
         counters.steals.store(self.steals, Ordering::Relaxed);
         counters.parks.store(self.parks, Ordering::Relaxed);
+        counters
+            .lent
+            .store(self.local.run_next.lent_turns(), Ordering::Relaxed);
     }
 
     fn more_work_visible(&self) -> bool {
@@ -311,6 +314,9 @@ impl<'a> WorkerLoop<'a> {
 
         self.searching = false;
         self.shared.idle.give_up_searching();
+        // Published before it counts as sleeping, so a reader that sees every worker asleep
+        // (`PoolMetrics::sleeping`) reads every turn they ran.
+        self.publish_counters();
         self.shared.idle.register_sleeper(self.index);
         // Look once more after registering: pairs with the notifier's fence (see idle.rs).
         if !self.any_work_visible() && !self.shared.shutdown.load(Ordering::SeqCst) {

@@ -260,7 +260,34 @@ fn a_flood_from_the_pool_is_fed_as_it_goes() {
         lent >= N - 4 * CATCH_UP as u64,
         "{lent} of {N} handled in lent turns"
     );
+    // The pool counts those turns apart, and once its worker is parked every count is in.
+    let pool = settled_pool(&f.system);
+    assert!(
+        pool.lent_turns >= 1 && pool.lent_turns <= N / 64,
+        "lent turns counted: {}",
+        pool.lent_turns
+    );
+    assert!(
+        pool.turns >= 2,
+        "the producer's and the consumer's own turns"
+    );
     f.finish(N as usize);
+}
+
+/// The default pool's counters once all its workers sleep.
+fn settled_pool(system: &System) -> troupe::PoolMetrics {
+    let mut pool = None;
+    wait_for("the pool's workers to park", LONG, || {
+        let p = system
+            .pool_metrics()
+            .into_iter()
+            .find(|p| p.name == "default")
+            .unwrap();
+        let parked = p.sleeping == p.workers;
+        pool = Some(p);
+        parked
+    });
+    pool.unwrap()
 }
 
 #[test]
@@ -270,6 +297,7 @@ fn without_catch_up_nothing_is_lent() {
     assert_eq!(producer.ask(Flood(N)).wait(), Ok(0));
     wait_for("every item", LONG, || f.handled() == N);
     assert_eq!(f.seen.lent.load(Ordering::SeqCst), 0);
+    assert_eq!(settled_pool(&f.system).lent_turns, 0);
     f.finish(N as usize);
 }
 
