@@ -56,9 +56,8 @@ impl Runner {
 
     /// As `measure`, and the default pool's counters over each measured repetition (see
     /// [`PoolCounts`]): `once` also returns the messages the system's actors handled in it.
-    /// Before the first repetition and after each, it waits (at most a second) for every
-    /// worker to park, so the counters hold every turn of the repetition and the next one
-    /// starts from a pool at rest.
+    /// Before the first repetition and after each, it waits (microseconds; at most a second)
+    /// until no worker runs a turn, so the counters hold every turn of the repetition.
     pub fn measure_counted<const METRICS: usize>(
         &self,
         label: &str,
@@ -156,17 +155,25 @@ pub struct PoolCounts {
 }
 
 impl PoolCounts {
-    /// The counters once every worker has parked (or after a second, if some never do: a
-    /// scenario that leaves work running, or a machine too busy to let them).
+    /// The counters once no worker runs a turn (seen twice in a row: the count is approximate
+    /// while workers change state), or after a second if that never happens (a scenario that
+    /// leaves work running, or a machine too busy to let the workers finish). Workers publish
+    /// their counters as they run out of work, so this waits microseconds, and the next
+    /// repetition finds them still looking for work, as it would without the counters.
     pub fn settled(system: &System) -> Self {
         let deadline = Instant::now() + Duration::from_secs(1);
-        loop {
-            let pool = system
+        let default_pool = || {
+            system
                 .pool_metrics()
                 .into_iter()
                 .find(|p| p.name == "default")
-                .unwrap_or_default();
-            if pool.sleeping >= pool.workers || Instant::now() >= deadline {
+                .unwrap_or_default()
+        };
+        loop {
+            let first = default_pool();
+            let idle = |p: &troupe::PoolMetrics| p.idle_workers >= p.workers;
+            let pool = default_pool();
+            if (idle(&first) && idle(&pool)) || Instant::now() >= deadline {
                 return Self {
                     turns: pool.turns,
                     lent_turns: pool.lent_turns,
@@ -175,7 +182,7 @@ impl PoolCounts {
                     parks: pool.parks,
                 };
             }
-            std::thread::sleep(Duration::from_micros(50));
+            std::thread::yield_now();
         }
     }
 

@@ -107,9 +107,11 @@ pub struct PoolMetrics {
     /// Turns run not by a worker but by a plain thread waiting for a reply, on the actors it
     /// had scheduled itself and no worker had taken yet (not counted in `turns`).
     pub helped_turns: u64,
-    /// Workers parked (or about to park) for lack of work at this moment. Once all of them
-    /// are, the other counters hold every turn run so far.
-    pub sleeping: usize,
+    /// Workers running no turn at this moment: looking for work, or parked. A worker
+    /// publishes its counters as it runs out of work, so once every worker is idle the
+    /// counters above hold every turn run so far. Approximate while workers change state
+    /// (one moving between looking and parking may be counted twice): read it twice.
+    pub idle_workers: usize,
     /// Actors waiting in the pool's global queue.
     pub injected_waiting: usize,
 }

@@ -938,7 +938,7 @@ impl System {
                         parks: c.parks,
                         lent_turns: c.lent,
                         helped_turns: c.helped,
-                        sleeping: c.sleeping,
+                        idle_workers: c.idle_workers,
                         injected_waiting: c.injected_waiting,
                     }
                 }

@@ -56,9 +56,11 @@ impl Idle {
         }
     }
 
-    /// Workers registered as sleepers now (parked, or about to park).
-    pub(crate) fn sleeping(&self) -> usize {
-        self.num_sleeping.load(Ordering::Acquire)
+    /// Workers not running a turn now: searching for work, or registered as sleepers.
+    /// Approximate: a worker changing between the two may be counted twice, so a reader that
+    /// needs "all idle" looks twice.
+    pub(crate) fn idle_workers(&self) -> usize {
+        self.num_sleeping.load(Ordering::Acquire) + self.num_searching.load(Ordering::Acquire)
     }
 
     /// Called after work was made visible to other workers.

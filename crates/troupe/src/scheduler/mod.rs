@@ -93,7 +93,7 @@ pub(crate) struct WorkerCounters {
     lent: AtomicU64,
 }
 
-/// A pool's counters at one moment (published by workers every 1024 turns and before they
+/// A pool's counters at one moment (published by workers every 1024 turns, when they run out of work and before they
 /// park).
 pub(crate) struct PoolCounters {
     pub(crate) workers: usize,
@@ -102,7 +102,7 @@ pub(crate) struct PoolCounters {
     pub(crate) parks: u64,
     pub(crate) lent: u64,
     pub(crate) helped: u64,
-    pub(crate) sleeping: usize,
+    pub(crate) idle_workers: usize,
     pub(crate) injected_waiting: usize,
 }
 
@@ -122,7 +122,7 @@ impl PoolShared {
             parks: sum(|c| &c.parks),
             lent: sum(|c| &c.lent),
             helped: self.external.helped(),
-            sleeping: self.idle.sleeping(),
+            idle_workers: self.idle.idle_workers(),
             injected_waiting: self.injector.len() + self.external.len(),
         }
     }

@@ -293,6 +293,9 @@ impl<'a> WorkerLoop<'a> {
     fn search_then_park(&mut self) -> bool {
         if !self.searching {
             self.searching = true;
+            // Out of work: published before it counts as searching, so a reader that sees
+            // every worker idle (`PoolMetrics::idle_workers`) reads every turn they ran.
+            self.publish_counters();
             // Counted as searching from here; undone by `give_up_searching` or `stop_searching`.
             self.shared.idle.start_searching();
         }
@@ -314,9 +317,6 @@ impl<'a> WorkerLoop<'a> {
 
         self.searching = false;
         self.shared.idle.give_up_searching();
-        // Published before it counts as sleeping, so a reader that sees every worker asleep
-        // (`PoolMetrics::sleeping`) reads every turn they ran.
-        self.publish_counters();
         self.shared.idle.register_sleeper(self.index);
         // Look once more after registering: pairs with the notifier's fence (see idle.rs).
         if !self.any_work_visible() && !self.shared.shutdown.load(Ordering::SeqCst) {

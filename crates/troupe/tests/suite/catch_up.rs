@@ -260,7 +260,7 @@ fn a_flood_from_the_pool_is_fed_as_it_goes() {
         lent >= N - 4 * CATCH_UP as u64,
         "{lent} of {N} handled in lent turns"
     );
-    // The pool counts those turns apart, and once its worker is parked every count is in.
+    // The pool counts those turns apart, and once its worker is idle every count is in.
     let pool = settled_pool(&f.system);
     assert!(
         pool.lent_turns >= 1 && pool.lent_turns <= N / 64,
@@ -274,18 +274,18 @@ fn a_flood_from_the_pool_is_fed_as_it_goes() {
     f.finish(N as usize);
 }
 
-/// The default pool's counters once all its workers sleep.
+/// The default pool's counters once none of its workers runs a turn.
 fn settled_pool(system: &System) -> troupe::PoolMetrics {
     let mut pool = None;
-    wait_for("the pool's workers to park", LONG, || {
+    wait_for("the pool's workers to run out of work", LONG, || {
         let p = system
             .pool_metrics()
             .into_iter()
             .find(|p| p.name == "default")
             .unwrap();
-        let parked = p.sleeping == p.workers;
+        let idle = p.idle_workers >= p.workers;
         pool = Some(p);
-        parked
+        idle
     });
     pool.unwrap()
 }
