@@ -84,13 +84,17 @@ impl<A: Actor> Life<A> {
     }
 }
 
-/// What any thread may read of an actor (`Target::Shared`).
+/// What any thread may read of an actor (`Target::Shared`),
+/// `repr(C)` with `extras` first: every send reads that pointer, and the fields after it keep
+/// it a cache line away from the actor's private state, which its turn writes with every
+/// message (see the cell's `layout` test).
+#[repr(C)]
 pub(crate) struct ActorShared {
+    /// Watchers, links, names, counters, and a bounded mailbox's admission.
+    pub(crate) extras: LazyBox<Extras>,
     pub(crate) signals: SignalStack,
     pub(crate) parent: ParentLink,
     pub(crate) system: Arc<SystemShared>,
-    /// Watchers, links, names, counters, and a bounded mailbox's admission.
-    pub(crate) extras: LazyBox<Extras>,
 }
 
 impl ActorShared {
