@@ -75,7 +75,7 @@ pub(crate) struct Cell<T: Target> {
     // Field order is chosen for cache lines: senders read the header, the mailbox's
     // producer side and `shared`'s extras pointer (its first field); the turn writes
     // `private` on every message, so it comes last, at least a line away from all of that
-    // (see the `layout` test below).
+    // (see the `layout` test in `life.rs`).
     header: Header,
     mailbox: Mailbox<Envelope<T>>,
     /// What any thread may read.
@@ -631,30 +631,15 @@ impl<T: Target> Inbox<'_, '_, T> {
 /// The panic payload type `T::failed` receives.
 pub(crate) type Panic = Box<dyn Any + Send>;
 
-/// What a sender reads of a cell (the header, the mailbox's producer side, and the actor's
-/// extras pointer) and what the actor's turn writes with every message (its private state)
-/// never share a cache line: a cell starts 16 bytes into a 16-byte-aligned allocation (its
-/// reference counts first), so 48 bytes between the two put a line boundary between them
-/// whatever the address. Before, the extras pointer sat in the line of the private state for
-/// one address in four, and every send to a busy actor then waited for the line to come back
-/// from the core running it (the counting actor's two speeds).
-#[cfg(all(test, not(troupe_loom), target_pointer_width = "64"))]
-mod layout {
-    #[test]
-    fn what_senders_read_is_a_line_away_from_the_private_state() {
-        struct OnePointer(#[allow(dead_code)] Box<u8>);
-        impl crate::Actor for OnePointer {}
-        type C = super::Cell<OnePointer>;
-        let extras_end = std::mem::offset_of!(C, shared)
-            + std::mem::offset_of!(crate::life::ActorShared, extras)
-            + std::mem::size_of::<usize>();
-        let private = std::mem::offset_of!(C, private);
-        // The header and the mailbox come first; the extras pointer is the last thing a
-        // sender reads.
-        assert!(std::mem::offset_of!(C, mailbox) < std::mem::offset_of!(C, shared));
-        assert!(
-            extras_end + 48 <= private,
-            "senders read up to byte {extras_end}, the private state starts at {private}"
-        );
+#[cfg(test)]
+impl<T: Target> Cell<T> {
+    /// Offsets of the mailbox, of `shared` and of `private`, for the layout test of the layer
+    /// that defines `shared` (`life.rs`).
+    pub(crate) fn offsets() -> (usize, usize, usize) {
+        (
+            std::mem::offset_of!(Self, mailbox),
+            std::mem::offset_of!(Self, shared),
+            std::mem::offset_of!(Self, private),
+        )
     }
 }
