@@ -93,8 +93,8 @@ pub(crate) struct WorkerCounters {
     lent: AtomicU64,
 }
 
-/// A pool's counters at one moment (published by workers every 1024 turns, when they run out of work and before they
-/// park).
+/// A pool's counters at one moment (published by workers every 1024 turns, when they run
+/// out of work, and before they park).
 pub(crate) struct PoolCounters {
     pub(crate) workers: usize,
     pub(crate) turns: u64,
