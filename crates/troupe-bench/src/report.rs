@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Map, Value};
-use troupe::System;
+use troupe::{PoolMetrics, System};
 pub use troupe_results::{human, params_text, summarize, Machine, Record};
 
 /// The runtime's counters over one repetition, as written into a record (`Record::counters`).
@@ -55,7 +55,7 @@ impl Runner {
     }
 
     /// As `measure`, and the default pool's counters over each measured repetition (see
-    /// [`PoolCounts`]): `once` also returns the messages the system's actors handled in it.
+    /// [`counters_between`]): `once` also returns the messages the system's actors handled in it.
     /// Before the first repetition and after each, it waits (microseconds; at most a second)
     /// until no worker runs a turn, so the counters hold every turn of the repetition.
     pub fn measure_counted<const METRICS: usize>(
@@ -64,20 +64,17 @@ impl Runner {
         system: &System,
         mut once: impl FnMut() -> Result<([f64; METRICS], u64)>,
     ) -> Result<([Vec<f64>; METRICS], Vec<Counters>)> {
-        let mut counts = Vec::with_capacity(self.repeat);
-        let mut before = PoolCounts::settled(system);
-        let mut i = 0;
+        let mut counts = Vec::with_capacity(self.warmup + self.repeat);
+        let mut before = settled_pool(system);
         let samples = self.measure(label, || {
             let (values, messages) = once()?;
-            let after = PoolCounts::settled(system);
-            if i >= self.warmup {
-                counts.push(after.since(&before).to_json(messages));
-            }
+            let after = settled_pool(system);
+            counts.push(counters_between(&before, &after, messages));
             before = after;
-            i += 1;
             Ok(values)
         })?;
-        Ok((samples, counts))
+        // The warm-up repetitions' counters go, as their samples did.
+        Ok((samples, counts.split_off(self.warmup)))
     }
 
     /// Keeps a record for the report without printing it.
@@ -144,79 +141,54 @@ fn progress(label: &str, total: u64) -> ProgressBar {
     bar
 }
 
-/// The default pool's counters (`System::pool_metrics`) at one moment, or over a repetition.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PoolCounts {
-    pub turns: u64,
-    pub lent_turns: u64,
-    pub helped_turns: u64,
-    pub steals: u64,
-    pub parks: u64,
+/// The default pool's counters once no worker runs a turn (seen twice in a row: the count is
+/// approximate while workers change state), or after a second if that never happens (a
+/// scenario that leaves work running, or a machine too busy to let the workers finish).
+/// Workers publish their counters as they run out of work, so this waits microseconds, and
+/// the next repetition finds them still looking for work, as it would without the counters.
+fn settled_pool(system: &System) -> PoolMetrics {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let default_pool = || {
+        system
+            .pool_metrics()
+            .into_iter()
+            .find(|p| p.name == "default")
+            .unwrap_or_default()
+    };
+    let idle = |p: &PoolMetrics| p.idle_workers >= p.workers;
+    loop {
+        let first = default_pool();
+        let pool = default_pool();
+        if (idle(&first) && idle(&pool)) || Instant::now() >= deadline {
+            return pool;
+        }
+        std::thread::yield_now();
+    }
 }
 
-impl PoolCounts {
-    /// The counters once no worker runs a turn (seen twice in a row: the count is approximate
-    /// while workers change state), or after a second if that never happens (a scenario that
-    /// leaves work running, or a machine too busy to let the workers finish). Workers publish
-    /// their counters as they run out of work, so this waits microseconds, and the next
-    /// repetition finds them still looking for work, as it would without the counters.
-    pub fn settled(system: &System) -> Self {
-        let deadline = Instant::now() + Duration::from_secs(1);
-        let default_pool = || {
-            system
-                .pool_metrics()
-                .into_iter()
-                .find(|p| p.name == "default")
-                .unwrap_or_default()
-        };
-        loop {
-            let first = default_pool();
-            let idle = |p: &troupe::PoolMetrics| p.idle_workers >= p.workers;
-            let pool = default_pool();
-            if (idle(&first) && idle(&pool)) || Instant::now() >= deadline {
-                return Self {
-                    turns: pool.turns,
-                    lent_turns: pool.lent_turns,
-                    helped_turns: pool.helped_turns,
-                    steals: pool.steals,
-                    parks: pool.parks,
-                };
-            }
-            std::thread::yield_now();
-        }
-    }
-
-    /// What was counted between `earlier` and `self`.
-    pub fn since(&self, earlier: &Self) -> Self {
-        Self {
-            turns: self.turns.saturating_sub(earlier.turns),
-            lent_turns: self.lent_turns.saturating_sub(earlier.lent_turns),
-            helped_turns: self.helped_turns.saturating_sub(earlier.helped_turns),
-            steals: self.steals.saturating_sub(earlier.steals),
-            parks: self.parks.saturating_sub(earlier.parks),
-        }
-    }
-
-    /// The JSON object of one repetition that handled `messages` messages.
-    pub fn to_json(self, messages: u64) -> Map<String, Value> {
-        let all_turns = self.turns + self.lent_turns + self.helped_turns;
-        let per_turn = if all_turns == 0 {
-            0.0
-        } else {
-            messages as f64 / all_turns as f64
-        };
-        let value = json!({
-            "turns": self.turns,
-            "lent_turns": self.lent_turns,
-            "helped_turns": self.helped_turns,
-            "messages_per_turn": (per_turn * 10.0).round() / 10.0,
-            "steals": self.steals,
-            "parks": self.parks,
-        });
-        match value {
-            Value::Object(map) => map,
-            _ => unreachable!("a JSON object literal"),
-        }
+/// The JSON object of one repetition: what the pool counted between `before` and `after`, for
+/// a repetition whose actors handled `messages` messages.
+fn counters_between(before: &PoolMetrics, after: &PoolMetrics, messages: u64) -> Counters {
+    let turns = after.turns.saturating_sub(before.turns);
+    let lent_turns = after.lent_turns.saturating_sub(before.lent_turns);
+    let helped_turns = after.helped_turns.saturating_sub(before.helped_turns);
+    let all_turns = turns + lent_turns + helped_turns;
+    let per_turn = if all_turns == 0 {
+        0.0
+    } else {
+        messages as f64 / all_turns as f64
+    };
+    let value = json!({
+        "turns": turns,
+        "lent_turns": lent_turns,
+        "helped_turns": helped_turns,
+        "messages_per_turn": (per_turn * 10.0).round() / 10.0,
+        "steals": after.steals.saturating_sub(before.steals),
+        "parks": after.parks.saturating_sub(before.parks),
+    });
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("a JSON object literal"),
     }
 }
 
