@@ -850,16 +850,45 @@ fn ring<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
 }
 
 fn counter<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
-    let mut blocks = Vec::new();
-    let name = by_contender(ctx);
-    for (metric, its) in by_metric(items, &["throughput"]) {
-        let spec = LineSpec {
-            title: format!(
-                "counter (seed 002): {} against messages per producer",
-                metric.replace('_', " ")
-            ),
+    seed_over_size(
+        ctx,
+        items,
+        SeedOverSize {
+            metric: "throughput",
+            title: "counter (seed 002): {} against messages per producer",
             x_key: "per_producer",
             x_label: "K = messages per producer",
+            seed: &seeds::COUNTER,
+            published: seeds::COUNTER_RATE,
+            what: &|k| format!("{} messages per producer", count_text(k as f64)),
+            unit: "msgs/s",
+        },
+    )
+}
+
+/// A seed whose scenario runs at several sizes: a log-log chart per metric against the size,
+/// the seed's own published series drawn on the chart of `metric` and listed in a table.
+struct SeedOverSize<'s> {
+    metric: &'static str,
+    /// The chart's title; `{}` stands for the metric.
+    title: &'static str,
+    x_key: &'static str,
+    x_label: &'static str,
+    seed: &'s Seed,
+    published: &'s [(&'s str, &'s [(u64, f64)])],
+    /// How a table row names a size.
+    what: &'s dyn Fn(u64) -> String,
+    unit: &'static str,
+}
+
+fn seed_over_size<'a>(ctx: &Ctx, items: &[Item<'a>], s: SeedOverSize<'_>) -> Vec<Block<'a>> {
+    let mut blocks = Vec::new();
+    let name = by_contender(ctx);
+    for (metric, its) in by_metric(items, &[s.metric]) {
+        let spec = LineSpec {
+            title: s.title.replace("{}", &metric.replace('_', " ")),
+            x_key: s.x_key,
+            x_label: s.x_label,
             x_log: true,
             y_label: None,
             y_scale: Scale::Log,
@@ -868,17 +897,13 @@ fn counter<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
             bands: Vec::new(),
         };
         let (mut chart, drawn) = line_chart(ctx, &its, spec);
-        if metric == "throughput" {
-            add_published_lines(&mut chart, &seeds::COUNTER, seeds::COUNTER_RATE);
+        if metric == s.metric {
+            add_published_lines(&mut chart, s.seed, s.published);
         }
         push_lines(&mut blocks, (chart, drawn));
     }
-    let rows = series_rows(
-        seeds::COUNTER_RATE,
-        |k| format!("{} messages per producer", count_text(k as f64)),
-        "msgs/s",
-    );
-    blocks.extend(published_table(&seeds::COUNTER, rows));
+    let rows = series_rows(s.published, s.what, s.unit);
+    blocks.extend(published_table(s.seed, rows));
     blocks
 }
 
@@ -899,36 +924,20 @@ fn series_rows(
 }
 
 fn chain<'a>(ctx: &Ctx, items: &[Item<'a>]) -> Vec<Block<'a>> {
-    let mut blocks = Vec::new();
-    let name = by_contender(ctx);
-    for (metric, its) in by_metric(items, &["elapsed"]) {
-        let spec = LineSpec {
-            title: format!(
-                "chain (seed 004): threads against actors, {} over N",
-                metric.replace('_', " ")
-            ),
+    seed_over_size(
+        ctx,
+        items,
+        SeedOverSize {
+            metric: "elapsed",
+            title: "chain (seed 004): threads against actors, {} over N",
             x_key: "length",
             x_label: "N = stages in the chain, and messages sent through it",
-            x_log: true,
-            y_label: None,
-            y_scale: Scale::Log,
-            handled: &[],
-            name: &name,
-            bands: Vec::new(),
-        };
-        let (mut chart, drawn) = line_chart(ctx, &its, spec);
-        if metric == "elapsed" {
-            add_published_lines(&mut chart, &seeds::CHAIN, seeds::CHAIN_MS);
-        }
-        push_lines(&mut blocks, (chart, drawn));
-    }
-    let rows = series_rows(
-        seeds::CHAIN_MS,
-        |n| format!("N = {}", count_text(n as f64)),
-        "ms",
-    );
-    blocks.extend(published_table(&seeds::CHAIN, rows));
-    blocks
+            seed: &seeds::CHAIN,
+            published: seeds::CHAIN_MS,
+            what: &|n| format!("N = {}", count_text(n as f64)),
+            unit: "ms",
+        },
+    )
 }
 
 /// The log modes present, in the order none, buffered, fsync, then as they come.
