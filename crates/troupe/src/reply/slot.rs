@@ -63,13 +63,30 @@ const FLAGS: usize = REF_ONE - 1;
 
 /// How long [`Taker::wait`] and [`Taker::wait_until`] look for a reply before parking: spin
 /// hints with a look at the state after each (20-40 µs in all, as a hint takes 15-30 ns on
-/// current x86 cores). A reply from an actor on the pool often comes within that, and parking
-/// costs the asking thread a context switch each way. The look is a load of a line that stays
-/// in this core's cache until the filler writes it, so looking after every hint costs nothing,
-/// and the reply is seen within one hint (looking after every 32 added 0.4 µs to each round
-/// trip on average).
+/// current x86 cores, plus the yields of [`SPINS_BEFORE_YIELD`]). A reply from an actor on the
+/// pool often comes within that, and parking costs the asking thread a context switch each
+/// way. The look is a load of a line that stays in this core's cache until the filler writes
+/// it, so looking after every hint costs nothing, and the reply is seen within one hint
+/// (looking after every 32 added 0.4 µs to each round trip on average).
 #[cfg(not(troupe_loom))]
 const SPINS: u32 = 1280;
+
+/// Looks of pure spinning before the spin gives its core away now and then (a `yield_now`
+/// every [`YIELD_EVERY`] looks): about 2 µs, where a reply from a running pool comes.
+///
+/// Why: with more runnable threads than cores (two workers and the asking thread on two
+/// cores), the worker that must run the request can be the one sharing this thread's core,
+/// runnable but not running. A spin that never yields then holds it off for the whole spin
+/// (30-40 µs), every round trip. Measured with `troupe-bench --repeat 10 counter
+/// --per-producer 300` (three asks a repetition): processes that settled so ran at 5-6 M
+/// messages/s, 22-24 M with the yields; processes where the worker had a core of its own
+/// ran at 100-115 M either way.
+#[cfg(not(troupe_loom))]
+const SPINS_BEFORE_YIELD: u32 = 64;
+
+/// Looks between two yields once [`SPINS_BEFORE_YIELD`] have passed.
+#[cfg(not(troupe_loom))]
+const YIELD_EVERY: u32 = 16;
 
 /// Who to tell when the value comes.
 enum Waiter<R> {
@@ -485,14 +502,19 @@ impl<R> Taker<R> {
         self.register(Waiter::Waker(waker.clone())).is_err()
     }
 
-    /// Looks for the value after each of [`SPINS`] spin hints, and with a `deadline` stops
+    /// Looks for the value after each of [`SPINS`] spin hints (yielding the core now and then
+    /// after the first [`SPINS_BEFORE_YIELD`]), and with a `deadline` stops
     /// once it has passed (looking at the clock every 64 hints: the look at the slot is a load
     /// that hits in this core's cache, the clock is a call). The value, or the taker back.
     #[cfg(not(troupe_loom))]
     fn spin(self, deadline: Option<Instant>) -> Result<Result<R, AskError>, Self> {
         let mut taker = self;
         for spin in 0..SPINS {
-            std::hint::spin_loop();
+            if spin >= SPINS_BEFORE_YIELD && spin % YIELD_EVERY == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
             match taker.try_take() {
                 Ok(result) => return Ok(result),
                 Err(back) => taker = back,
