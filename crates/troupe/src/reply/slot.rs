@@ -79,14 +79,22 @@ const SPINS: u32 = 1280;
 /// runnable but not running. A spin that never yields then holds it off for the whole spin
 /// (30-40 µs), every round trip. Measured with `troupe-bench --repeat 10 counter
 /// --per-producer 300` (three asks a repetition): processes that settled so ran at 5-6 M
-/// messages/s, 22-24 M with the yields; processes where the worker had a core of its own
-/// ran at 100-115 M either way.
+/// messages/s, 22-25 M with the yields; processes where the worker had a core of its own
+/// ran at about 100 M either way.
 #[cfg(not(troupe_loom))]
 const SPINS_BEFORE_YIELD: u32 = 64;
 
 /// Looks between two yields once [`SPINS_BEFORE_YIELD`] have passed.
 #[cfg(not(troupe_loom))]
 const YIELD_EVERY: u32 = 16;
+
+/// The longest a spin goes on yielding before the thread parks. A thread that yields stays
+/// runnable: beside busy threads each yield can last a time slice, and a waiter that kept
+/// yielding for its 1,280 looks took the cores' time from the workers it waited for (fork-join
+/// beside two busy threads, `--contention 2 fanout --actors 60`: a median of 21.4 M against
+/// 27.0 M without yields, alternated eight times). Parked, it takes none.
+#[cfg(not(troupe_loom))]
+const YIELDING_FOR: std::time::Duration = std::time::Duration::from_micros(30);
 
 /// Who to tell when the value comes.
 enum Waiter<R> {
@@ -502,15 +510,22 @@ impl<R> Taker<R> {
         self.register(Waiter::Waker(waker.clone())).is_err()
     }
 
-    /// Looks for the value after each of [`SPINS`] spin hints (yielding the core now and then
-    /// after the first [`SPINS_BEFORE_YIELD`]), and with a `deadline` stops
-    /// once it has passed (looking at the clock every 64 hints: the look at the slot is a load
-    /// that hits in this core's cache, the clock is a call). The value, or the taker back.
+    /// Looks for the value after each of [`SPINS`] spin hints, yielding the core now and then
+    /// after the first [`SPINS_BEFORE_YIELD`] and for [`YIELDING_FOR`] at most, and with a
+    /// `deadline` stops once it has passed (the clock is read where the spin yields, and once
+    /// before: the look at the slot is a load that hits in this core's cache, the clock is a
+    /// call). The value, or the taker back.
     #[cfg(not(troupe_loom))]
     fn spin(self, deadline: Option<Instant>) -> Result<Result<R, AskError>, Self> {
         let mut taker = self;
+        let mut yielding_since = None;
         for spin in 0..SPINS {
             if spin >= SPINS_BEFORE_YIELD && spin % YIELD_EVERY == 0 {
+                let now = Instant::now();
+                let since = *yielding_since.get_or_insert(now);
+                if now - since >= YIELDING_FOR || deadline.is_some_and(|d| now >= d) {
+                    break;
+                }
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -519,7 +534,7 @@ impl<R> Taker<R> {
                 Ok(result) => return Ok(result),
                 Err(back) => taker = back,
             }
-            if spin % 64 == 63 && deadline.is_some_and(|d| Instant::now() >= d) {
+            if spin + 1 == SPINS_BEFORE_YIELD && deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
         }
