@@ -380,11 +380,19 @@ impl<T> Mailbox<T> {
                         self.head_block.store(first, Ordering::Release);
                         block = first;
                     }
-                    Err(installed) => {
+                    Err(_) => {
                         // SAFETY: `first` came from `Box::into_raw` above and was not published.
                         drop(unsafe { Box::from_raw(first) });
-                        block = installed;
+                        // Another producer installed the first block, and by now others may
+                        // have filled it and installed the next: the tail, then the block that
+                        // holds it, are read afresh, in that order as everywhere. (Taking the
+                        // block this compare-and-swap returned with a tail read after it paired
+                        // a later lap's slot with the first block: the message went into that
+                        // block, possibly recycled or freed, while its slot stayed unwritten,
+                        // and the owner waited for it forever. Model:
+                        // `loom_losing_the_first_block_race_takes_the_current_block`.)
                         tail = self.tail.load(Ordering::Acquire);
+                        block = self.tail_block.load(Ordering::Acquire);
                         continue;
                     }
                 }
@@ -1221,6 +1229,43 @@ mod loom_tests {
             }
             producer.join().unwrap();
             assert_eq!(seen, vec![0, 1, 2, 3, 4]);
+        });
+    }
+
+    /// Two producers race to install the very first block; the loser, preempted right after
+    /// its compare-and-swap on the tail block failed, must not claim a slot with the block it
+    /// saw installed once the other producer has filled that block and installed the next
+    /// (the loser's message then went into the first block while its claim pointed past it:
+    /// a message overwritten or lost, a slot never written and a consumer that waits for it
+    /// forever; found as a livelocked engine in `troupe-trading bench compare`).
+    #[test]
+    fn loom_losing_the_first_block_race_takes_the_current_block() {
+        model(|| {
+            let mb = Arc::new(Mailbox::<usize>::new(false));
+            let producers: Vec<_> = [(0usize, 1usize), (10, 2)]
+                .into_iter()
+                .map(|(first, count)| {
+                    let mb = mb.clone();
+                    thread::spawn(move || {
+                        for i in 0..count {
+                            mb.push(first + i).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for p in producers {
+                p.join().unwrap();
+            }
+            let mut seen = Vec::new();
+            // SAFETY: the producers are done; this test thread is the only consumer.
+            let mut rx = unsafe { mb.consumer() };
+            while let Some(m) = rx.pop() {
+                seen.push(m);
+            }
+            assert!(rx.is_drained(), "a claimed slot was never written");
+            drop(rx);
+            seen.sort_unstable();
+            assert_eq!(seen, vec![0, 10, 11]);
         });
     }
 
