@@ -536,11 +536,17 @@ impl<R> Future for Ask<R> {
             .expect("`Ask` polled after it completed");
         // A reply that comes within a few microseconds saves the task's runtime a park and a
         // wake-up (`reply/spin.rs`).
-        // On a plain thread (a task's runtime is not a troupe pool), the turns it scheduled
-        // itself and no worker has taken yet (the request's own, most often) are run here
-        // rather than waited for (`role::help_until`); not with a deadline, which a turn run
-        // here could outlast.
-        if !taker.is_filled() && !spin::until(|| taker.is_filled()) && !taker.has_timer() {
+        // Polled by a thread blocked in `System::block_on` (which waits for nothing else), the
+        // turns it scheduled itself and no worker has taken yet (the request's own, most
+        // often) are run here rather than waited for (`role::help_until`); not with a
+        // deadline, which a turn run here could outlast. A task of any other executor never
+        // runs a turn: its thread has other tasks, which a handler that sleeps or hangs would
+        // hold up (an exporting node's network I/O stalled behind 100 ms handlers this way).
+        if !taker.is_filled()
+            && !spin::until(|| taker.is_filled())
+            && !taker.has_timer()
+            && role::blocks_on()
+        {
             role::help_until(target, &|| taker.is_filled());
         }
         if !taker.poll_filled(cx.waker()) {

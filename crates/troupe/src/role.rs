@@ -148,6 +148,34 @@ pub(crate) fn install_help(help: Help) {
     let _ = HELP.try_with(|h| h.set(Some(help)));
 }
 
+thread_local! {
+    /// Set while the thread blocks in `System::block_on` (see [`blocks_on`]).
+    static BLOCKING_ON: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The calling thread blocks in `System::block_on` until this is dropped.
+pub(crate) struct BlockingOn(bool);
+
+impl Drop for BlockingOn {
+    fn drop(&mut self) {
+        let _ = BLOCKING_ON.try_with(|b| b.set(self.0));
+    }
+}
+
+/// Marks the calling thread as blocked in `System::block_on` (nested calls restore the outer
+/// mark as they end).
+pub(crate) fn enter_blocking_on() -> BlockingOn {
+    BlockingOn(BLOCKING_ON.try_with(|b| b.replace(true)).unwrap_or(false))
+}
+
+/// True while the calling thread blocks in `System::block_on`: a future polled there is
+/// waited for by a thread that does nothing else, so an `Ask` it awaits may help as a
+/// blocking wait does. Any other poll is a task of some executor whose thread has other tasks
+/// to run: it never runs a turn (a handler that sleeps or hangs would hold them all).
+pub(crate) fn blocks_on() -> bool {
+    BLOCKING_ON.try_with(Cell::get).unwrap_or(false)
+}
+
 /// A plain thread about to wait for `target` runs its turn, if it scheduled it itself and no
 /// worker has taken it, and what that turn wakes, until `done` holds (see [`Help`]); true if
 /// `done` held. Nothing on a thread that runs actors or drives

@@ -439,6 +439,7 @@ impl SystemShared {
     /// drives a simulation, the simulation runs until the future is done.
     pub(crate) fn block_on<F: Future>(&self, future: F) -> F::Output {
         let Some(driver) = role::driver() else {
+            let _blocking = role::enter_blocking_on();
             return self.io.block_on(future);
         };
         let _runtime = self.io.enter();

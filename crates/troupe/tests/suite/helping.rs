@@ -5,8 +5,9 @@
 //! the waiting thread can run them: the request itself, a flood that wakes an idle actor into
 //! the thread's own run-next position and lends it turns there (catch-up), a panic, a refused
 //! blocking wait inside, a turn that yields, an actor that stops, the async runtime's context,
-//! an awaited ask; other actors the thread scheduled are left to the pool; waits with a
-//! deadline do not help; and a system that said no. Every message created is dropped exactly
+//! an ask awaited in `System::block_on`; other actors the thread scheduled are left to the
+//! pool; a task of another runtime never helps; waits with a deadline do not help; and a
+//! system that said no. Every message created is dropped exactly
 //! once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -218,6 +219,36 @@ fn an_actor_that_stops_in_a_helped_turn_ends_there() {
     assert_eq!(echo.ask(StopNow).wait(), Ok(1));
     wait_for("the actor to stop", LONG, || echo.is_stopped());
     assert_eq!(echo.ask(Where).wait(), Err(AskError::Stopped));
+    held.finish();
+}
+
+#[test]
+fn a_task_of_another_runtime_never_runs_the_turn_itself() {
+    let mut held = Held::new(System::builder());
+    let echo = held.system.spawn(Echo { handled: 0 });
+    // Started, and idle again, by this thread's own wait (which helps): the task's ask below
+    // is the one that wakes it, into the queue of the task's thread.
+    echo.ask(Where).wait().unwrap();
+    let helped = held.helped_turns();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    // The ask is made and awaited on the runtime's worker, a thread with other tasks to run.
+    let task = runtime.spawn(async move {
+        let me = std::thread::current().id();
+        (me, echo.ask(Where).await)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !task.is_finished(),
+        "only the held worker may run the request: the task's thread did not"
+    );
+    held.release();
+    let (task_thread, reply) = runtime.block_on(task).unwrap();
+    let (thread, _, _) = reply.unwrap();
+    assert_ne!(thread, task_thread);
+    assert_eq!(held.helped_turns(), helped);
     held.finish();
 }
 
