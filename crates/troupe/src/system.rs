@@ -259,9 +259,11 @@ impl SystemBuilder {
         self
     }
 
-    /// Whether a plain thread (or a task of another async runtime) that waits for a reply may
-    /// run, itself, the turn of the actor it asked, when it scheduled that turn and no worker
-    /// has taken it yet: most often the very turn that computes its reply (default: yes).
+    /// Whether a plain thread that waits for a reply (`Ask::wait`, or an ask awaited in
+    /// [`System::block_on`]) may run, itself, the turn of the actor it asked, when it scheduled
+    /// that turn and no worker has taken it yet: most often the very turn that computes its
+    /// reply (default: yes). A task of another executor (a tokio task awaiting an ask) never
+    /// does: its thread has other tasks, which a handler that sleeps or hangs would hold up.
     ///
     /// A waiting thread that helps needs no worker to be woken and is not woken itself, so an
     /// ask from outside costs no hand-over between threads: on a machine whose cores are all
