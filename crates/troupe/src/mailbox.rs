@@ -1232,6 +1232,37 @@ mod loom_tests {
         });
     }
 
+    /// One thread per `(first, count)`, each pushing `first, first + 1, ...` (`count` messages);
+    /// returns once all are done.
+    fn push_from_threads(mb: &Arc<Mailbox<usize>>, producers: &[(usize, usize)]) {
+        let handles: Vec<_> = producers
+            .iter()
+            .map(|&(first, count)| {
+                let mb = mb.clone();
+                thread::spawn(move || {
+                    for i in 0..count {
+                        mb.push(first + i).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    }
+
+    /// Everything ready in `mb`, in order, and whether every claimed slot was read (the
+    /// producers are done; the calling thread is the only consumer).
+    fn pop_all(mb: &Mailbox<usize>) -> (Vec<usize>, bool) {
+        let mut seen = Vec::new();
+        // SAFETY: per the contract above, this thread is the only consumer.
+        let mut rx = unsafe { mb.consumer() };
+        while let Some(m) = rx.pop() {
+            seen.push(m);
+        }
+        (seen, rx.is_drained())
+    }
+
     /// Two producers race to install the very first block; the loser, preempted right after
     /// its compare-and-swap on the tail block failed, must not claim a slot with the block it
     /// saw installed once the other producer has filled that block and installed the next
@@ -1242,28 +1273,9 @@ mod loom_tests {
     fn loom_losing_the_first_block_race_takes_the_current_block() {
         model(|| {
             let mb = Arc::new(Mailbox::<usize>::new(false));
-            let producers: Vec<_> = [(0usize, 1usize), (10, 2)]
-                .into_iter()
-                .map(|(first, count)| {
-                    let mb = mb.clone();
-                    thread::spawn(move || {
-                        for i in 0..count {
-                            mb.push(first + i).unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for p in producers {
-                p.join().unwrap();
-            }
-            let mut seen = Vec::new();
-            // SAFETY: the producers are done; this test thread is the only consumer.
-            let mut rx = unsafe { mb.consumer() };
-            while let Some(m) = rx.pop() {
-                seen.push(m);
-            }
-            assert!(rx.is_drained(), "a claimed slot was never written");
-            drop(rx);
+            push_from_threads(&mb, &[(0, 1), (10, 2)]);
+            let (mut seen, drained) = pop_all(&mb);
+            assert!(drained, "a claimed slot was never written");
             seen.sort_unstable();
             assert_eq!(seen, vec![0, 10, 11]);
         });
@@ -1295,26 +1307,8 @@ mod loom_tests {
     fn loom_spare_chain_taken_by_racing_producers() {
         model(|| {
             let mb = two_blocks_on_the_spare_chain();
-            let producers: Vec<_> = (0..2)
-                .map(|p| {
-                    let mb = mb.clone();
-                    thread::spawn(move || {
-                        for i in 0..2 {
-                            mb.push(p * 10 + i).unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for p in producers {
-                p.join().unwrap();
-            }
-            let mut seen = Vec::new();
-            // SAFETY: the producers are done; this test thread is the only consumer.
-            let mut rx = unsafe { mb.consumer() };
-            while let Some(m) = rx.pop() {
-                seen.push(m);
-            }
-            drop(rx);
+            push_from_threads(&mb, &[(0, 2), (10, 2)]);
+            let (seen, _) = pop_all(&mb);
             let from0: Vec<_> = seen.iter().copied().filter(|m| *m < 10).collect();
             let from1: Vec<_> = seen.iter().copied().filter(|m| *m >= 10).collect();
             assert_eq!(from0, vec![0, 1]);
