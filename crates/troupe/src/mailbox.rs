@@ -410,9 +410,11 @@ impl<T> Mailbox<T> {
             ) {
                 Ok(_) => {
                     // SAFETY: the successful compare-and-swap claimed slot `offset` of `block`
-                    // for this producer alone. `block` is live: the tail index still pointed into
-                    // it, so the consumer has not passed this (unwritten) slot and cannot have
-                    // recycled the block.
+                    // for this producer alone. `block` holds that index: on every path it was
+                    // read after the tail word the compare-and-swap expected (never before: a
+                    // block read first may be one the tail has left). It is live: the tail
+                    // index still pointed into it, so the consumer has not passed this
+                    // (unwritten) slot and cannot have recycled the block.
                     unsafe {
                         if offset + 1 == BLOCK_CAP {
                             // This producer installs the next block: the one linked ahead of
