@@ -47,6 +47,7 @@ pub fn a_catch_up_backlog_recycles_its_blocks() {
     // One worker: the sink runs only in turns the producer lends it, so its backlog stays
     // near 256 messages (about 9 blocks) for the whole flood.
     let system = System::builder().workers(1).build().unwrap();
+    crate::until_other_threads_sleep();
     let total = Arc::new(AtomicU64::new(0));
     let sink = system.spawn_with(Sink(total.clone()), SpawnOptions::new().catch_up(256));
     let producer = system.spawn(Producer(sink));

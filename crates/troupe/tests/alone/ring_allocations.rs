@@ -85,6 +85,7 @@ fn run_ring(ring: &[Addr<Node>], rounds: u64) -> usize {
 
 pub fn ring_messages_do_not_allocate() {
     let system = System::builder().workers(2).build().unwrap();
+    crate::until_other_threads_sleep();
     let ring: Vec<Addr<Node>> = (0..100)
         .map(|id| {
             system.spawn(Node {
