@@ -493,7 +493,79 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             ),
         ))?;
     }
+    tokio_reference(runner, config, &io, system.workers(), n)?;
     io.shutdown_background();
     system.shutdown_timeout(Duration::from_secs(60))?;
+    Ok(())
+}
+
+/// The same round trips in tokio alone, for reference beside `from=tokio-task`: the task on
+/// the same one-thread runtime sends each request over a bounded `mpsc` channel to a task on
+/// a runtime of as many threads as troupe's pool has workers, which answers on a `oneshot`.
+/// What a tokio service pays for a request-reply hop between its own tasks, quiet and (with
+/// `--contention`) beside busy threads.
+fn tokio_reference(
+    runner: &Runner,
+    config: &SystemConfig,
+    io: &tokio::runtime::Runtime,
+    workers: usize,
+    n: u64,
+) -> Result<()> {
+    let server = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("ask-tokio-server")
+        .build()
+        .context("starting the tokio runtime of the answering task")?;
+    let (requests, mut incoming) =
+        tokio::sync::mpsc::channel::<(u64, tokio::sync::oneshot::Sender<u64>)>(1024);
+    server.spawn(async move {
+        while let Some((value, reply)) = incoming.recv().await {
+            let _ = reply.send(value + 1);
+        }
+    });
+    let [rate] = runner.measure(&format!("ask tokio reference {n}"), || {
+        let requests = requests.clone();
+        let start = Instant::now();
+        let last = io
+            .block_on(io.spawn(async move {
+                let mut last = 0;
+                for _ in 0..n {
+                    let (reply, replied) = tokio::sync::oneshot::channel();
+                    if requests.send((last, reply)).await.is_err() {
+                        return 0;
+                    }
+                    match replied.await {
+                        Ok(v) => last = v,
+                        Err(_) => return 0,
+                    }
+                }
+                last
+            }))
+            .context("the asking task")?;
+        let elapsed = start.elapsed();
+        if last != n {
+            bail!("tokio reference validation failed: the chain reached {last}, not {n}");
+        }
+        Ok([n as f64 / elapsed.as_secs_f64()])
+    })?;
+    let params = json!({ "asks": n, "reply": "plain", "from": "tokio-task" })
+        .as_object()
+        .expect("object")
+        .clone();
+    runner.emit(&Record::new(
+        "ask",
+        "round_trips",
+        "tokio",
+        params,
+        "asks/s",
+        rate,
+        &format!(
+            "{}; the reference for troupe's from=tokio-task: a tokio task on a runtime of one \
+             thread sends each request (after the previous reply) over a bounded mpsc channel \
+             to a task on a runtime of {workers} threads, which answers on a oneshot channel",
+            config.contention_note()
+        ),
+    ))?;
+    server.shutdown_background();
     Ok(())
 }

@@ -382,6 +382,14 @@ impl SystemConfig {
         }
     }
 
+    /// What a reference measured in the same run ran beside: busy threads, or nothing.
+    pub fn contention_note(&self) -> String {
+        match self.contention {
+            0 => "no busy threads beside it".to_owned(),
+            n => format!("{n} busy threads beside it"),
+        }
+    }
+
     pub fn notes(&self) -> String {
         let observed = match self.observe {
             ObserveArg::Off => "",

@@ -90,6 +90,7 @@ fn quick_suite_produces_valid_validated_results() {
         "restart/throughput/troupe",
         "timers/throughput/troupe",
         "ask/round_trips/troupe",
+        "ask/round_trips/tokio",
         "fanout/throughput/troupe",
         "store/p99/troupe-store",
         "store/p99/thread-per-request",
