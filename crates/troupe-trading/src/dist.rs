@@ -1705,8 +1705,57 @@ impl<N: Network> Receiver<N> {
 pub struct DistClient<N: Network = Node> {
     net: N,
     submit: N::Peer<Submit>,
+    /// How long answers have taken: how long a try waits before it sends again.
+    round_trip: RoundTrip,
     /// Resends made so far (errors and time-outs).
     pub resends: u64,
+}
+
+/// The longest a try of [`DistClient::place`] waits for its answer (and the wait before the
+/// first answer has been timed).
+const MAX_TRY_WAIT: Duration = Duration::from_millis(500);
+/// The shortest: above a busy node's answer, so that a slow answer is not taken for a lost one.
+const MIN_TRY_WAIT: Duration = Duration::from_millis(50);
+
+/// Tries of an order that wait as long as [`RoundTrip::wait`] before waits double.
+const TRIES_AT_THE_ESTIMATE: u32 = 4;
+
+/// A client's estimate of its answers' round trip, as TCP keeps it for its retransmission
+/// time-out (RFC 6298): a smoothed time and its mean deviation, from every answer that came.
+/// A try waits for the time plus four deviations, within [`MIN_TRY_WAIT`, `MAX_TRY_WAIT`];
+/// an order's tries after the first [`TRIES_AT_THE_ESTIMATE`] wait twice as long each time.
+/// A receiver that hangs (a paused node's, which keeps its share of the receivers' queue
+/// group until NATS notices) then costs an order tens of milliseconds rather than half a
+/// second for each try it takes.
+#[derive(Debug, Default)]
+struct RoundTrip {
+    smoothed: Option<Duration>,
+    deviation: Duration,
+}
+
+impl RoundTrip {
+    /// How long a first try waits.
+    fn wait(&self) -> Duration {
+        match self.smoothed {
+            None => MAX_TRY_WAIT,
+            Some(smoothed) => (smoothed + 4 * self.deviation).clamp(MIN_TRY_WAIT, MAX_TRY_WAIT),
+        }
+    }
+
+    /// An answer came `took` after its try was sent.
+    fn answered(&mut self, took: Duration) {
+        match self.smoothed {
+            None => {
+                self.smoothed = Some(took);
+                self.deviation = took / 2;
+            }
+            Some(smoothed) => {
+                let off = smoothed.abs_diff(took);
+                self.deviation = (3 * self.deviation + off) / 4;
+                self.smoothed = Some((7 * smoothed + took) / 8);
+            }
+        }
+    }
 }
 
 /// An order's final answer at the client.
@@ -1731,6 +1780,7 @@ impl<N: Network> DistClient<N> {
         Ok(DistClient {
             submit: net.recipient::<Submit>(RECEIVE)?,
             net,
+            round_trip: RoundTrip::default(),
             resends: 0,
         })
     }
@@ -1743,14 +1793,18 @@ impl<N: Network> DistClient<N> {
     ) -> Result<Placed, DistError> {
         let end = self.net.now() + deadline;
         let mut sent_before = false;
+        // A short wait, then a resend: a receiver or primary that hangs (paused, cut off)
+        // still gets its share of the queue group until NATS notices, and an order costs
+        // well under a millisecond when all is well. How short: `RoundTrip`.
+        let mut wait = self.round_trip.wait();
+        let mut timeouts = 0;
         loop {
-            // A short wait, then a resend: a receiver or primary that hangs (paused, cut off)
-            // still gets its share of the queue group until NATS notices, and an order costs
-            // well under a millisecond when all is well.
-            let answer = self
-                .submit
-                .ask(Submit(order), Duration::from_millis(500))
-                .await;
+            let sent = self.net.now();
+            let answer = self.submit.ask(Submit(order), wait).await;
+            let timed_out = matches!(answer, Err(RemoteError::TimedOut(_)));
+            if answer.is_ok() {
+                self.round_trip.answered(self.net.now() - sent);
+            }
             match answer {
                 Ok(Ok(ack)) => return Ok(Placed::Acked(Some(ack))),
                 // Applied by an earlier send whose answer was lost.
@@ -1766,7 +1820,18 @@ impl<N: Network> DistClient<N> {
                 _ => {
                     sent_before = true;
                     self.resends += 1;
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    if timed_out {
+                        // The try's wait has passed: send again at once. The first tries
+                        // wait as long as the estimate (a receiver that hangs takes a try
+                        // at random, one in as many as there are receivers), then each twice
+                        // as long as the one before (a slow system is not sent more).
+                        timeouts += 1;
+                        if timeouts >= TRIES_AT_THE_ESTIMATE {
+                            wait = (2 * wait).min(MAX_TRY_WAIT);
+                        }
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
                 }
             }
         }
@@ -1829,5 +1894,48 @@ pub async fn node_history<N: Network>(
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_try_waits_long_until_an_answer_is_timed() {
+        assert_eq!(RoundTrip::default().wait(), MAX_TRY_WAIT);
+    }
+
+    #[test]
+    fn quick_answers_bring_the_wait_down_to_its_floor_and_slow_ones_raise_it() {
+        let mut rt = RoundTrip::default();
+        rt.answered(ms(1));
+        // 1 ms + 4 x 0.5 ms, under the floor.
+        assert_eq!(rt.wait(), MIN_TRY_WAIT);
+        for _ in 0..20 {
+            rt.answered(ms(1));
+        }
+        assert_eq!(rt.wait(), MIN_TRY_WAIT);
+        // A node that has become slow: the wait follows the answers up, never past the cap.
+        let mut waits = Vec::new();
+        for _ in 0..40 {
+            rt.answered(ms(80));
+            waits.push(rt.wait());
+        }
+        assert!(waits[0] > MIN_TRY_WAIT, "{waits:?}");
+        assert!(waits.iter().all(|w| *w <= MAX_TRY_WAIT));
+        let last = *waits.last().unwrap();
+        assert!(
+            last >= ms(80) && last < ms(100),
+            "settles near the answers: {last:?}"
+        );
+        for _ in 0..10 {
+            rt.answered(Duration::from_secs(3));
+        }
+        assert_eq!(rt.wait(), MAX_TRY_WAIT);
     }
 }
