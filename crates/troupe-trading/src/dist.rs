@@ -77,7 +77,8 @@
 //! ## Clients
 //! A client asks `Submit` of any receiver (the queue group `trading.receive`), which validates
 //! and forwards `Place` to the primary of the order's pair. On an error or time-out the client
-//! sends the same order again (same client order id). The books remember every accepted key,
+//! sends the same order again (same client order id); a try times out after the client's
+//! estimate of the round trip (`RoundTrip`), so a receiver that hangs costs little. The books remember every accepted key,
 //! so an order already applied answers `Duplicate`, which the client counts as acknowledged:
 //! an order is applied at most once, and every acknowledged order is on every node the sync
 //! key names.

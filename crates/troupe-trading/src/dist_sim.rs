@@ -44,6 +44,11 @@
 //!   (listed apart, in [`Outcome::diverged`]); and a node that cuts its history back to rejoin
 //!   never cuts an order acknowledged at its place.
 //!
+//! # A pause's cost to the clients ([`paused_primary`])
+//! One pair, a calm network, clients placing orders back to back; the primary is paused past
+//! two leases, and what each client gets acknowledged from the standby that took over is
+//! counted: the paused node's receiver, still in the queue group, must cost little.
+//!
 //! ```no_run
 //! let outcome = troupe_trading::dist_sim::run_seed(7);
 //! println!("{outcome}");
@@ -572,6 +577,112 @@ async fn wait_in_step(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     None
+}
+
+/// What clients got while their pair's primary was paused past its lease
+/// ([`paused_primary`]).
+#[derive(Clone, Debug)]
+pub struct PausedPrimary {
+    /// Orders acknowledged to each client in [`PausedPrimary::window`].
+    pub acked: Vec<u64>,
+    /// From two leases after the pause began (the standby has taken over) to its end.
+    pub window: Duration,
+    /// Resends the clients made in the whole run.
+    pub resends: u64,
+}
+
+impl PausedPrimary {
+    /// The fewest orders a client had acknowledged per second of the window.
+    pub fn slowest_rate(&self) -> f64 {
+        let fewest = self.acked.iter().copied().min().unwrap_or(0);
+        fewest as f64 / self.window.as_secs_f64()
+    }
+}
+
+/// One pair (lease 1 s) on a calm network; `clients` clients place orders back to back; once
+/// each has had one acknowledged, the primary is paused for `pause` (more than two leases).
+/// Its receiver stays in the receivers' queue group meanwhile, as NATS keeps a stopped
+/// subscriber's, and takes its share of the tries; what the clients get acknowledged from the
+/// standby, which takes over, is counted.
+pub fn paused_primary(
+    sim: &Simulation,
+    clients: usize,
+    pause: Duration,
+) -> Result<PausedPrimary, String> {
+    let lease = Duration::from_secs(1);
+    let bound = Duration::from_secs(30);
+    if pause <= 2 * lease {
+        return Err(format!("a pause of {pause:?} does not outlast two leases"));
+    }
+    let world = SimulatedCluster::new(sim.system(), lease, NetFaults::calm());
+    for which in 0..2 {
+        let name = node_name(0, which);
+        world
+            .start_node(&name, 0)
+            .map_err(|e| format!("{name} did not start: {e}"))?;
+    }
+    if !sim.run_until(|| world.lease_holder(0).is_some(), bound) {
+        return Err("no primary elected".into());
+    }
+    let shared = Arc::new(Mutex::new(Clients::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let link = world.client("clients");
+    for c in 0..clients {
+        let seed = world.random();
+        link.spawn(client(
+            link.clone(),
+            c as u32,
+            1,
+            Duration::ZERO,
+            seed,
+            shared.clone(),
+            stop.clone(),
+        ));
+    }
+    let acked_each = |since: Instant| {
+        let shared = shared.lock().unwrap_or_else(|p| p.into_inner());
+        (0..clients as u32).all(|c| {
+            shared.records.iter().any(|r| {
+                r.key.0 == c && matches!(r.answer, Some((at, Ok(Placed::Acked(_)))) if at >= since)
+            })
+        })
+    };
+    let begun = sim.now();
+    if !sim.run_until(|| acked_each(begun), bound) {
+        return Err("not every client had an order acknowledged before the pause".into());
+    }
+    let primary = world.lease_holder(0).ok_or("no primary before the pause")?;
+    let paused = sim.now();
+    world.pause(&primary, pause);
+    sim.advance(pause);
+    let from = paused + 2 * lease;
+    let to = paused + pause;
+    stop.store(true, Ordering::SeqCst);
+    let finished = sim.run_until(
+        || shared.lock().unwrap_or_else(|p| p.into_inner()).done == clients,
+        bound,
+    );
+    if !finished {
+        return Err("the clients' last orders were not acknowledged after the pause".into());
+    }
+    let shared = shared.lock().unwrap_or_else(|p| p.into_inner());
+    let acked = (0..clients as u32)
+        .map(|c| {
+            shared
+                .records
+                .iter()
+                .filter(|r| {
+                    r.key.0 == c
+                        && matches!(r.answer, Some((at, Ok(Placed::Acked(_)))) if at >= from && at < to)
+                })
+                .count() as u64
+        })
+        .collect();
+    Ok(PausedPrimary {
+        acked,
+        window: to - from,
+        resends: shared.resends,
+    })
 }
 
 /// A client: places orders on the pairs one at a time, each resent until acknowledged, until
