@@ -174,17 +174,20 @@ impl Names {
     /// after an `unregister`).
     pub(crate) fn claim<R>(
         &self,
-        reservation: Reservation<'_>,
+        mut reservation: Reservation<'_>,
         build: impl FnOnce() -> (Registration, R),
     ) -> Result<R, RegistryError> {
         let mut map = self.lock();
-        let name = reservation.name.as_str();
-        if let Some(Slot::Taken(_)) = map.get(name) {
-            return Err(RegistryError::Taken(name.to_owned()));
+        if let Some(Slot::Taken(_)) = map.get(reservation.name.as_str()) {
+            return Err(RegistryError::Taken(reservation.name.clone()));
         }
         let ((id, addr, type_name), out) = build();
+        // Filled: the name moves into the registry, and the reservation, left holding an
+        // empty string (no allocation), has nothing to give back.
+        let name = std::mem::take(&mut reservation.name);
+        std::mem::forget(reservation);
         map.insert(
-            name.to_owned(),
+            name,
             Slot::Taken(Entry {
                 id,
                 addr,
@@ -193,8 +196,6 @@ impl Names {
         );
         drop(map);
         self.changed.notify_all();
-        // Filled: nothing to give back.
-        std::mem::forget(reservation);
         Ok(out)
     }
 

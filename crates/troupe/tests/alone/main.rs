@@ -1,6 +1,7 @@
 //! The tests that need the whole process to themselves, as one test binary that runs them one
 //! after another in a single test: the allocation counters (a global allocator that counts
-//! every thread's allocations, so nothing else may run beside them) and the test of the
+//! every thread's allocations, so nothing else may run beside them; one also counts the bytes
+//! not yet freed) and the test of the
 //! environment variable `TROUPE_WORKERS` (which every system built meanwhile would read).
 //! Every other integration test is in `tests/suite`.
 #![allow(clippy::disallowed_types)] // the tests count with std atomics; the runtime's go through its loom shim
@@ -10,6 +11,7 @@ mod counting_alloc;
 
 mod ask_allocations;
 mod backlog_allocations;
+mod named_spawns;
 mod ring_allocations;
 mod workers_env;
 
@@ -67,5 +69,6 @@ fn each_alone_in_turn() {
     ring_allocations::ring_messages_do_not_allocate();
     ask_allocations::steady_state_asks_do_not_allocate();
     backlog_allocations::a_catch_up_backlog_recycles_its_blocks();
+    named_spawns::named_spawns_give_their_names_back();
     workers_env::troupe_workers_sets_the_default_pool_and_is_checked();
 }

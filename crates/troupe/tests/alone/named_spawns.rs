@@ -1,0 +1,65 @@
+//! A named actor gives its name back: spawning and stopping named actors over and over leaves
+//! the process's live bytes where they were. (Each named spawn used to keep a copy of its
+//! name for ever: the reservation that held it was forgotten once filled.)
+
+use std::time::{Duration, Instant};
+
+use troupe::{Actor, SpawnOptions, System};
+
+use crate::counting_alloc::live_bytes;
+
+struct Named;
+impl Actor for Named {}
+
+/// Actors spawned and stopped in each round.
+const ACTORS: usize = 1_000;
+/// Bytes in each name: long enough that a copy kept per spawn stands out.
+const NAME_BYTES: usize = 200;
+
+fn name(i: usize) -> String {
+    format!("{i:0>NAME_BYTES$}")
+}
+
+/// Spawns `ACTORS` named actors, stops each, and waits until every name is free again and
+/// every actor is gone.
+fn spawn_and_stop(system: &System) {
+    for i in 0..ACTORS {
+        let addr = system
+            .spawn_named(&name(i), SpawnOptions::new(), || Named)
+            .unwrap();
+        addr.stop();
+    }
+    let start = Instant::now();
+    let mut wait = |what: &str, done: &dyn Fn() -> bool| {
+        while !done() {
+            assert!(start.elapsed() < Duration::from_secs(60), "{what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    for i in 0..ACTORS {
+        wait("a stopped actor's name is still taken", &|| {
+            system.lookup::<Named>(&name(i)).is_none()
+        });
+    }
+    wait("stopped actors are still alive", &|| {
+        system.live_actors() == 0
+    });
+}
+
+pub fn named_spawns_give_their_names_back() {
+    let system = System::builder().workers(2).build().unwrap();
+    crate::until_other_threads_sleep();
+    // Warm-up: the registry's map and the workers' caches reach their size.
+    spawn_and_stop(&system);
+    let before = live_bytes();
+    spawn_and_stop(&system);
+    let kept = live_bytes() - before;
+    eprintln!("{kept} bytes kept after {ACTORS} named spawns and stops");
+    // Keeping every name would be ACTORS * NAME_BYTES (200,000 bytes).
+    let allowed = (ACTORS * NAME_BYTES / 10) as isize;
+    assert!(
+        kept < allowed,
+        "{kept} bytes kept after {ACTORS} named spawns and stops (allowed {allowed})"
+    );
+    system.shutdown();
+}
