@@ -30,7 +30,7 @@ fn spawn_and_stop(system: &System) {
         addr.stop();
     }
     let start = Instant::now();
-    let mut wait = |what: &str, done: &dyn Fn() -> bool| {
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
         while !done() {
             assert!(start.elapsed() < Duration::from_secs(60), "{what}");
             std::thread::sleep(Duration::from_millis(1));
