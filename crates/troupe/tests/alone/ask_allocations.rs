@@ -16,14 +16,23 @@ const MEASURED: u64 = 100_000;
 const WORKERS: usize = 2;
 /// Free slots a thread's cache keeps per reply type (`reply/cache.rs`).
 const SHELF: usize = 32;
+/// What a thread's first shelf costs: its list of shelves, the shelf's box, its buffer.
+const SHELF_SETUP: usize = 3;
+/// What the process-wide spare shelf of a reply type costs when it is first used: its box
+/// and its buffer.
+const SPARE_SETUP: usize = 2;
 /// Allocations allowed over two measured runs of each kind, whatever their length: none may
 /// come per ask. A slot goes back to the cache of the thread that lets go of it last, which is
 /// often the replier's worker; a worker's shelf passes half of itself to the shared spare shelf
 /// (where the asker takes from) only once full, so up to a shelf per worker may sit there. The
 /// asker allocates only when its own shelf and the spare shelf are empty: every slot it ever
 /// made is then on a worker's shelf or in the hands of the ask before it. So the process makes
-/// at most `WORKERS * SHELF + 2` slots in all, whichever window they fall in.
-const ALLOWED: usize = WORKERS * SHELF + 2;
+/// at most `WORKERS * SHELF + 2` slots in all, whichever window they fall in. A worker that
+/// first lets go of a slot in a measured window (the warm-up's turns may all have run on the
+/// other worker, or on the asking thread) sets up its shelf there, and the spare shelf may be
+/// set up there too (the awaited asks measured 65 + 4 and 63 + 7 in 2 runs of 30, over the
+/// bound without the setups).
+const ALLOWED: usize = WORKERS * (SHELF + SHELF_SETUP) + SPARE_SETUP + 2;
 
 struct Echo;
 impl Actor for Echo {}

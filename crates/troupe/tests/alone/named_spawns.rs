@@ -51,15 +51,23 @@ pub fn named_spawns_give_their_names_back() {
     crate::until_other_threads_sleep();
     // Warm-up: the registry's map and the workers' caches reach their size.
     spawn_and_stop(&system);
-    let before = live_bytes();
-    spawn_and_stop(&system);
-    let kept = live_bytes() - before;
-    eprintln!("{kept} bytes kept after {ACTORS} named spawns and stops");
-    // Keeping every name would be ACTORS * NAME_BYTES (200,000 bytes).
-    let allowed = (ACTORS * NAME_BYTES / 10) as isize;
+    // Three measured rounds: frees that come late (a crossbeam-epoch collection, a cache
+    // that gives back later) may leave a few kilobytes in one round (29 KB once, under
+    // AddressSanitizer), but a name kept per spawn keeps ACTORS * NAME_BYTES (200,000 bytes)
+    // in every round.
+    let kept: Vec<isize> = (0..3)
+        .map(|_| {
+            let before = live_bytes();
+            spawn_and_stop(&system);
+            live_bytes() - before
+        })
+        .collect();
+    eprintln!("{kept:?} bytes kept by rounds of {ACTORS} named spawns and stops");
+    let allowed = (ACTORS * NAME_BYTES / 4) as isize;
+    let least = *kept.iter().min().expect("three rounds");
     assert!(
-        kept < allowed,
-        "{kept} bytes kept after {ACTORS} named spawns and stops (allowed {allowed})"
+        least < allowed,
+        "{kept:?} bytes kept by rounds of {ACTORS} named spawns and stops (allowed {allowed})"
     );
     system.shutdown();
 }
