@@ -626,7 +626,17 @@ fn run_one(
             recorded = sim.core().take_recording();
         }
         match (tested, shut) {
-            (Err(panic), _) | (Ok(()), Err(panic)) => {
+            (Err(panic), _) => {
+                // The run has failed (its steps, hash and recording are taken): shut its
+                // system down still, so that what it holds is freed, and give it up only if
+                // that cannot finish either (actors that nothing will stop).
+                match catch_unwind(AssertUnwindSafe(|| sim.shutdown())) {
+                    Ok(()) => drop(sim),
+                    Err(_) => sim.abandon(),
+                }
+                std::panic::resume_unwind(panic)
+            }
+            (Ok(()), Err(panic)) => {
                 sim.abandon();
                 std::panic::resume_unwind(panic)
             }
