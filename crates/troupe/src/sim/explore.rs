@@ -627,13 +627,8 @@ fn run_one(
         }
         match (tested, shut) {
             (Err(panic), _) => {
-                // The run has failed (its steps, hash and recording are taken): shut its
-                // system down still, so that what it holds is freed, and give it up only if
-                // that cannot finish either (actors that nothing will stop).
-                match catch_unwind(AssertUnwindSafe(|| sim.shutdown())) {
-                    Ok(()) => drop(sim),
-                    Err(_) => sim.abandon(),
-                }
+                // The run has failed; its steps, hash and recording are taken.
+                release_failed(sim);
                 std::panic::resume_unwind(panic)
             }
             (Ok(()), Err(panic)) => {
@@ -663,11 +658,26 @@ fn recorded_run(
     let mut recorded = Recorded::default();
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let mut sim = explore.simulation(replay, true);
-        test(&sim);
-        sim.shutdown();
-        recorded = sim.core().take_recording();
+        match catch_unwind(AssertUnwindSafe(|| test(&sim))) {
+            Ok(()) => {
+                sim.shutdown();
+                recorded = sim.core().take_recording();
+            }
+            // A failed run records nothing here (the runs that failed were recorded).
+            Err(_) => release_failed(sim),
+        }
     }));
     recorded
+}
+
+/// After a failed run: shuts its system down still, so that what its actors hold is freed,
+/// and gives it up only if that cannot finish either (actors that nothing will stop). Not
+/// left to the simulation's drop, which cannot shut down while a panic unwinds.
+fn release_failed(mut sim: Simulation) {
+    match catch_unwind(AssertUnwindSafe(|| sim.shutdown())) {
+        Ok(()) => drop(sim),
+        Err(_) => sim.abandon(),
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

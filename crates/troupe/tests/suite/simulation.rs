@@ -688,4 +688,20 @@ fn a_failed_run_still_frees_what_its_actors_hold() {
         1,
         "an actor of a failed run was never dropped"
     );
+    // A run that fails before its first step: the report runs it again twice to compare
+    // recordings, and those runs free theirs too.
+    let kept = held.clone();
+    Explore::new("failed_at_once_frees")
+        .seeds(3)
+        .strategy(Strategy::Random)
+        .find(move |sim| {
+            let _keeper = sim.system().spawn(Keeper(kept.clone()));
+            panic!("fails at once");
+        })
+        .expect_err("every run fails");
+    assert_eq!(
+        Arc::strong_count(&held),
+        1,
+        "an actor of a run that failed before its first step was never dropped"
+    );
 }
