@@ -631,10 +631,10 @@ impl<T: Target> Inbox<'_, '_, T> {
 /// The panic payload type `T::failed` receives.
 pub(crate) type Panic = Box<dyn Any + Send>;
 
-#[cfg(test)]
+#[cfg(all(test, not(troupe_loom), target_pointer_width = "64"))]
 impl<T: Target> Cell<T> {
     /// Offsets of the mailbox, of `shared` and of `private`, for the layout test of the layer
-    /// that defines `shared` (`life.rs`).
+    /// that defines `shared` (`life.rs`, built under the same conditions).
     pub(crate) fn offsets() -> (usize, usize, usize) {
         (
             std::mem::offset_of!(Self, mailbox),

@@ -433,13 +433,13 @@ impl TimerHandle {
     }
 
     /// Timers scheduled and neither fired (one-shot), stopped nor cancelled.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
     pub(crate) fn pending(&self) -> usize {
         self.shared.lock().wheel.len()
     }
 
     /// Entries the wheel holds room for (tests check it stops growing).
-    #[cfg(test)]
+    #[cfg(all(test, not(troupe_loom)))]
     fn capacity(&self) -> usize {
         self.shared.lock().wheel.capacity()
     }
@@ -531,13 +531,13 @@ impl TimerService {
     }
 
     /// See [`TimerHandle::schedule`].
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
     pub(crate) fn schedule(&self, delay: Duration, action: Action) -> TimerId {
         self.handle.schedule(delay, action)
     }
 
     /// See [`TimerHandle::schedule_repeating`].
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
     pub(crate) fn schedule_repeating(
         &self,
         first: Duration,
@@ -548,13 +548,13 @@ impl TimerService {
     }
 
     /// See [`TimerHandle::cancel`].
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
     pub(crate) fn cancel(&self, id: TimerId) -> bool {
         self.handle.cancel(id)
     }
 
     /// See [`TimerHandle::pending`].
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests; the runtime goes through `TimerHandle`
     pub(crate) fn pending(&self) -> usize {
         self.handle.pending()
     }

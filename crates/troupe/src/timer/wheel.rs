@@ -130,25 +130,25 @@ impl<T> Wheel<T> {
     }
 
     /// The tick the wheel was last advanced to.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests
     pub(crate) fn elapsed(&self) -> u64 {
         self.elapsed
     }
 
     /// Pending entries.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// True when no entry is pending.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Entries the wheel can hold without allocating.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests
     pub(crate) fn capacity(&self) -> usize {
         self.entries.capacity()
     }
@@ -196,7 +196,7 @@ impl<T> Wheel<T> {
     }
 
     /// The deadline of the pending entry `key` names.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests
     pub(crate) fn deadline(&self, key: Key) -> Option<u64> {
         self.entries
             .get(key.index as usize)
@@ -221,7 +221,7 @@ impl<T> Wheel<T> {
     /// backwards).
     ///
     /// `fire` must not panic: the entries of the slot being emptied would be lost.
-    #[cfg_attr(not(test), allow(dead_code))] // used by the tests
+    #[cfg_attr(any(not(test), troupe_loom), allow(dead_code))] // used by the tests
     pub(crate) fn advance(&mut self, now: u64, mut fire: impl FnMut(T)) {
         self.expire(now, |entries, index| {
             fire(entries.remove(index as usize).value);
@@ -382,7 +382,7 @@ impl<T> Wheel<T> {
     }
 
     /// Checks every invariant of the module note, and that every entry is on exactly one list.
-    #[cfg(test)]
+    #[cfg(all(test, not(troupe_loom)))]
     fn assert_consistent(&self) {
         let mut seen = 0;
         for (id, list) in self.lists.iter().enumerate() {
