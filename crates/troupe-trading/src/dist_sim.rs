@@ -256,21 +256,7 @@ pub fn run(sim: &Simulation, scenario: &Scenario) -> Outcome {
         _ => Duration::from_micros(world.random() % 20_000),
     };
     outcome.clients = clients;
-    let shared = Arc::new(Mutex::new(Clients::default()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let link = world.client("clients");
-    for c in 0..clients {
-        let seed = world.random();
-        link.spawn(client(
-            link.clone(),
-            c as u32,
-            pairs,
-            think,
-            seed,
-            shared.clone(),
-            stop.clone(),
-        ));
-    }
+    let (shared, stop) = spawn_clients(&world, clients, pairs, think);
 
     // A supervisor starts nodes that ended by themselves (exit code 3) again, after a moment.
     let supervisor = world.client("supervisor");
@@ -624,21 +610,7 @@ pub fn paused_primary(
     if !sim.run_until(|| world.lease_holder(0).is_some(), bound) {
         return Err("no primary elected".into());
     }
-    let shared = Arc::new(Mutex::new(Clients::default()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let link = world.client("clients");
-    for c in 0..clients {
-        let seed = world.random();
-        link.spawn(client(
-            link.clone(),
-            c as u32,
-            1,
-            Duration::ZERO,
-            seed,
-            shared.clone(),
-            stop.clone(),
-        ));
-    }
+    let (shared, stop) = spawn_clients(&world, clients, 1, Duration::ZERO);
     let acked_each = |since: Instant| {
         let shared = shared.lock().unwrap_or_else(|p| p.into_inner());
         (0..clients as u32).all(|c| {
@@ -683,6 +655,32 @@ pub fn paused_primary(
         window: to - from,
         resends: shared.resends,
     })
+}
+
+/// Starts `clients` clients on one link of `world`, each with a seed drawn from it: what they
+/// record, and the flag that tells them to stop.
+fn spawn_clients(
+    world: &SimulatedCluster,
+    clients: usize,
+    pairs: usize,
+    think: Duration,
+) -> (Arc<Mutex<Clients>>, Arc<AtomicBool>) {
+    let shared = Arc::new(Mutex::new(Clients::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let link = world.client("clients");
+    for c in 0..clients {
+        let seed = world.random();
+        link.spawn(client(
+            link.clone(),
+            c as u32,
+            pairs,
+            think,
+            seed,
+            shared.clone(),
+            stop.clone(),
+        ));
+    }
+    (shared, stop)
 }
 
 /// A client: places orders on the pairs one at a time, each resent until acknowledged, until
