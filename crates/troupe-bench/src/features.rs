@@ -422,14 +422,27 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
         )?;
     }
     // Asks from outside the pool: a plain thread blocking on each reply, and a tokio task
-    // awaiting it (a runtime of one worker thread), each ask after the previous reply.
+    // awaiting it (a runtime of one worker thread), each ask after the previous reply; the
+    // task once more in a system that lets tasks help (`SystemBuilder::tasks_help`).
     let io = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("ask-tokio")
         .build()
         .context("starting the tokio runtime of the asking task")?;
-    for from in ["thread", "thread-timeout", "tokio-task"] {
+    let helping = config.builder().tasks_help(true).build()?;
+    let helped_responder = helping.spawn(Responder);
+    for from in [
+        "thread",
+        "thread-timeout",
+        "tokio-task",
+        "tokio-task-helping",
+    ] {
         let label = format!("ask plain from {from} {n}");
+        let responder = if from == "tokio-task-helping" {
+            &helped_responder
+        } else {
+            &responder
+        };
         let [rate] = runner.measure(&label, || {
             let start = Instant::now();
             let last = match from {
@@ -483,6 +496,10 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
                 config.notes(),
                 match from {
                     "tokio-task" => "a tokio task on a runtime of one thread",
+                    "tokio-task-helping" => {
+                        "a tokio task on a runtime of one thread, in a system built with \
+                         tasks_help(true) (the task may run the turn of its request)"
+                    }
                     _ => "a plain thread",
                 },
                 match from {
@@ -495,6 +512,7 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
     }
     tokio_reference(runner, config, &io, system.workers(), n)?;
     io.shutdown_background();
+    helping.shutdown_timeout(Duration::from_secs(60))?;
     system.shutdown_timeout(Duration::from_secs(60))?;
     Ok(())
 }

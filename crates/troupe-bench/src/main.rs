@@ -360,15 +360,19 @@ pub struct SystemConfig {
 
 impl SystemConfig {
     pub fn build(&self) -> Result<System> {
+        Ok(self.builder().build()?)
+    }
+
+    /// The builder `build` uses, for a scenario that changes one more setting.
+    pub fn builder(&self) -> troupe::SystemBuilder {
         let builder = System::builder()
             .workers(self.workers)
             .throughput(self.throughput);
-        let builder = match self.observe {
+        match self.observe {
             ObserveArg::Off => builder,
             ObserveArg::On => builder.observe(),
             ObserveArg::Spans => builder.trace_messages(),
-        };
-        Ok(builder.build()?)
+        }
     }
 
     /// The contender a record of this configuration is of: `troupe`, `troupe-thread`, or, when

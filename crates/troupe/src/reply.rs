@@ -539,15 +539,17 @@ impl<R> Future for Ask<R> {
         // Polled by a thread blocked in `System::block_on` (which waits for nothing else), the
         // turns it scheduled itself and no worker has taken yet (the request's own, most
         // often) are run here rather than waited for (`role::help_until`); not with a
-        // deadline, which a turn run here could outlast. A task of any other executor never
-        // runs a turn: its thread has other tasks, which a handler that sleeps or hangs would
+        // deadline, which a turn run here could outlast. A task of any other executor runs a
+        // turn only where the system says it may (`SystemBuilder::tasks_help`, off by
+        // default): its thread has other tasks, which a handler that sleeps or hangs would
         // hold up (an exporting node's network I/O stalled behind 100 ms handlers this way).
-        if !taker.is_filled()
-            && !spin::until(|| taker.is_filled())
-            && !taker.has_timer()
-            && role::blocks_on()
-        {
-            role::help_until(target, &|| taker.is_filled());
+        if !taker.is_filled() && !spin::until(|| taker.is_filled()) && !taker.has_timer() {
+            let by = if role::blocks_on() {
+                role::Waiter::Thread
+            } else {
+                role::Waiter::Task
+            };
+            role::help_until(target, &|| taker.is_filled(), by);
         }
         if !taker.poll_filled(cx.waker()) {
             return Poll::Pending;

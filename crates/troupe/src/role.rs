@@ -137,7 +137,18 @@ impl Drop for Driving {
 /// and what that turn wakes, until `done` holds. True if `done` held. Installed by the
 /// scheduler on a thread's first schedule onto a pool; the layers below the scheduler reach it
 /// only here.
-pub(crate) type Help = fn(target: ActorId, done: &dyn Fn() -> bool) -> bool;
+pub(crate) type Help = fn(target: ActorId, done: &dyn Fn() -> bool, by: Waiter) -> bool;
+
+/// Who waits for a reply, which decides whether the system lets it help
+/// (`SystemBuilder::waiters_help`, `SystemBuilder::tasks_help`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waiter {
+    /// A thread that does nothing else until the reply comes: `Ask::wait`, or an ask awaited
+    /// in `System::block_on`.
+    Thread,
+    /// A task of an executor whose thread has other tasks to run.
+    Task,
+}
 
 thread_local! {
     static HELP: Cell<Option<Help>> = const { Cell::new(None) };
@@ -171,7 +182,8 @@ pub(crate) fn enter_blocking_on() -> BlockingOn {
 /// True while the calling thread blocks in `System::block_on`: a future polled there is
 /// waited for by a thread that does nothing else, so an `Ask` it awaits may help as a
 /// blocking wait does. Any other poll is a task of some executor whose thread has other tasks
-/// to run: it never runs a turn (a handler that sleeps or hangs would hold them all).
+/// to run: it runs a turn only where the system allows tasks to (`SystemBuilder::tasks_help`;
+/// a handler that sleeps or hangs would hold them all).
 pub(crate) fn blocks_on() -> bool {
     BLOCKING_ON.try_with(Cell::get).unwrap_or(false)
 }
@@ -180,12 +192,12 @@ pub(crate) fn blocks_on() -> bool {
 /// worker has taken it, and what that turn wakes, until `done` holds (see [`Help`]); true if
 /// `done` held. Nothing on a thread that runs actors or drives
 /// a simulation, or that never scheduled onto a pool.
-pub(crate) fn help_until(target: ActorId, done: &dyn Fn() -> bool) -> bool {
+pub(crate) fn help_until(target: ActorId, done: &dyn Fn() -> bool, by: Waiter) -> bool {
     if runs_actors() || drives_simulation() {
         return false;
     }
     match HELP.try_with(Cell::get) {
-        Ok(Some(help)) => help(target, done),
+        Ok(Some(help)) => help(target, done, by),
         _ => false,
     }
 }

@@ -75,6 +75,8 @@ pub struct SystemBuilder {
     observe: Option<bool>,
     /// See [`SystemBuilder::waiters_help`].
     waiters_help: bool,
+    /// See [`SystemBuilder::tasks_help`].
+    tasks_help: bool,
 }
 
 impl Default for SystemBuilder {
@@ -89,6 +91,7 @@ impl Default for SystemBuilder {
             pools: Vec::new(),
             observe: None,
             waiters_help: true,
+            tasks_help: false,
         }
     }
 }
@@ -262,8 +265,9 @@ impl SystemBuilder {
     /// Whether a plain thread that waits for a reply (`Ask::wait`, or an ask awaited in
     /// [`System::block_on`]) may run, itself, the turn of the actor it asked, when it scheduled
     /// that turn and no worker has taken it yet: most often the very turn that computes its
-    /// reply (default: yes). A task of another executor (a tokio task awaiting an ask) never
-    /// does: its thread has other tasks, which a handler that sleeps or hangs would hold up.
+    /// reply (default: yes). A task of another executor (a tokio task awaiting an ask) does
+    /// only if [`tasks_help`](Self::tasks_help) says so: its thread has other tasks, which a
+    /// handler that sleeps or hangs would hold up.
     ///
     /// A waiting thread that helps needs no worker to be woken and is not woken itself, so an
     /// ask from outside costs no hand-over between threads: on a machine whose cores are all
@@ -281,6 +285,30 @@ impl SystemBuilder {
     /// ```
     pub fn waiters_help(mut self, help: bool) -> Self {
         self.waiters_help = help;
+        self
+    }
+
+    /// Whether an async task awaiting an ask (a tokio task, or one of any executor) may run,
+    /// on its own thread, the turn of the actor it asked, as a waiting thread does
+    /// ([`waiters_help`](Self::waiters_help)): when the task scheduled that turn itself, no
+    /// worker has taken it yet, and the reply did not come while the task's first poll looked
+    /// for it (default: no).
+    ///
+    /// Say yes only if no handler of the system's pools sleeps, blocks or runs long: a turn
+    /// run by a task holds up every other task of that task's thread while it runs (a
+    /// network task behind a 100 ms handler waits 100 ms). In exchange an ask from a task
+    /// costs no hand-over between threads, which on a machine whose cores are all busy is what
+    /// an ask costs: each hand-over waits for the OS to give the woken thread a core.
+    /// `troupe-bench --contention 2 ask` measures both. Waits with a deadline (an awaited
+    /// `ask_timeout`) never help, nor does anything on the `blocking` pool; a task polled in
+    /// [`System::block_on`] helps as a waiting thread, whatever this says.
+    ///
+    /// ```
+    /// let system = troupe::System::builder().tasks_help(true).build().unwrap();
+    /// system.shutdown();
+    /// ```
+    pub fn tasks_help(mut self, help: bool) -> Self {
+        self.tasks_help = help;
         self
     }
 
@@ -419,6 +447,7 @@ impl SystemBuilder {
                     may_block,
                     io: Some(io.clone()),
                     waiters_help: self.waiters_help,
+                    tasks_help: self.tasks_help,
                 };
                 PoolEntry::new(name, config)
             })

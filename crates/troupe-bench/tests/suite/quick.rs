@@ -43,6 +43,7 @@ fn quick_suite_produces_valid_validated_results() {
     assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<svg"));
     let _ = std::fs::remove_dir_all(&results);
     let mut seen = BTreeSet::new();
+    let mut ask_froms = BTreeSet::new();
     for r in &records {
         for key in ["scenario", "metric", "contender", "unit"] {
             assert!(r[key].is_string(), "{key} missing in {r}");
@@ -70,6 +71,11 @@ fn quick_suite_produces_valid_validated_results() {
             assert!(machine[key].is_string(), "machine.{key} missing in {r}");
         }
         assert!(machine["cores"].as_u64().unwrap() >= 1);
+        if r["scenario"] == "ask" && r["contender"] == "troupe" {
+            if let Some(from) = r["params"]["from"].as_str() {
+                ask_froms.insert(from.to_owned());
+            }
+        }
         seen.insert(format!(
             "{}/{}/{}",
             r["scenario"].as_str().unwrap(),
@@ -97,6 +103,18 @@ fn quick_suite_produces_valid_validated_results() {
         "store/throughput/troupe-store",
     ] {
         assert!(seen.contains(expected), "no {expected} result in {seen:?}");
+    }
+    for from in [
+        "actor",
+        "thread",
+        "thread-timeout",
+        "tokio-task",
+        "tokio-task-helping",
+    ] {
+        assert!(
+            ask_froms.contains(from),
+            "no ask from {from} in {ask_froms:?}"
+        );
     }
 }
 

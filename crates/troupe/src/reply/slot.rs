@@ -555,7 +555,7 @@ impl<R> Taker<R> {
     #[cfg(not(troupe_loom))]
     fn help(&self, target: ActorId) {
         if !super::spin::until(|| self.is_filled()) {
-            role::help_until(target, &|| self.is_filled());
+            role::help_until(target, &|| self.is_filled(), role::Waiter::Thread);
         }
     }
 

@@ -38,7 +38,7 @@ use crossbeam_deque::{Stealer, Worker as LocalQueue};
 use crate::id::ActorId;
 use crate::loom::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::raw::{self, Ran, RunNext, Runnable};
-use crate::role::{self, Role};
+use crate::role::{self, Role, Waiter};
 
 /// Queues per pool for outside threads (more sending threads than this share the injector).
 pub(super) const QUEUES: usize = 8;
@@ -58,6 +58,8 @@ pub(super) struct External {
     /// Waiting threads may run its actors (not on a pool for blocking code, nor where the
     /// system's builder said no: `SystemBuilder::waiters_help`).
     helped_by_waiters: bool,
+    /// Tasks awaiting a reply may run its actors too (`SystemBuilder::tasks_help`).
+    helped_by_tasks: bool,
     /// The async runtime the pool's handlers run in, entered for turns a waiting thread runs.
     io: Option<tokio::runtime::Handle>,
     /// Turns run by waiting threads rather than by the pool's workers.
@@ -92,6 +94,7 @@ impl External {
     pub(super) fn new(
         throughput: usize,
         helped_by_waiters: bool,
+        helped_by_tasks: bool,
         io: Option<tokio::runtime::Handle>,
     ) -> Arc<Self> {
         let queues: Vec<LocalQueue<Runnable>> =
@@ -103,6 +106,7 @@ impl External {
             closed: AtomicBool::new(false),
             throughput,
             helped_by_waiters,
+            helped_by_tasks,
             io,
             helped: AtomicU64::new(0),
         })
@@ -191,14 +195,18 @@ const LOOK_THROUGH: usize = 4;
 /// threads may help and no worker has taken it yet, with that pool's queues. Actors taken out
 /// ahead of it go back to the pool (`Runnable::schedule`: to the back of this thread's queue,
 /// and a worker is woken for them).
-fn take_own(target: ActorId) -> Option<(Runnable, Arc<External>)> {
+fn take_own(target: ActorId, by: Waiter) -> Option<(Runnable, Arc<External>)> {
     for _ in 0..LOOK_THROUGH {
         let (runnable, external) = LEASES
             .try_with(|leases| {
                 let leases = leases.try_borrow().ok()?;
                 leases.iter().find_map(|lease| {
                     let external = &lease.external;
-                    if !external.helped_by_waiters || external.closed.load(Ordering::Relaxed) {
+                    let helped = match by {
+                        Waiter::Thread => external.helped_by_waiters,
+                        Waiter::Task => external.helped_by_tasks,
+                    };
+                    if !helped || external.closed.load(Ordering::Relaxed) {
                         return None;
                     }
                     let (_, queue) = lease.queue.as_ref()?;
@@ -217,7 +225,8 @@ fn take_own(target: ActorId) -> Option<(Runnable, Arc<External>)> {
 
 /// A plain thread that waits for a reply from `target` runs, itself, the target's turn if it
 /// scheduled it and no worker has taken it yet, then what that turn wakes, until `done` holds
-/// (`role::Help`).
+/// (`role::Help`); so does an async task awaiting the reply, where the system allows it
+/// (`SystemBuilder::tasks_help`).
 ///
 /// Why: the thread would otherwise park until a worker runs the actor and the reply wakes it,
 /// two hand-overs between threads per round trip. On a machine whose cores are all busy each
@@ -234,11 +243,11 @@ fn take_own(target: ActorId) -> Option<(Runnable, Arc<External>)> {
 /// its reply; what is left in the position when the reply comes goes back to the pool without
 /// running (the position takes no hand-off, so nothing in it carries a message). Nothing of a
 /// pool for blocking code (whose handlers may block for long).
-fn help_until(target: ActorId, done: &dyn Fn() -> bool) -> bool {
+fn help_until(target: ActorId, done: &dyn Fn() -> bool, by: Waiter) -> bool {
     if done() {
         return true;
     }
-    let Some((runnable, external)) = take_own(target) else {
+    let Some((runnable, external)) = take_own(target, by) else {
         return false;
     };
     run_helped(runnable, &external, done);

@@ -65,6 +65,8 @@ pub(crate) struct PoolConfig {
     /// A plain thread waiting for a reply may run the turns it scheduled onto this pool
     /// itself (`external.rs`, `help_until`); never on a pool for blocking code.
     pub(crate) waiters_help: bool,
+    /// So may an async task awaiting a reply (`SystemBuilder::tasks_help`).
+    pub(crate) tasks_help: bool,
 }
 
 /// State shared by the workers of one pool and by everyone who schedules onto it.
@@ -184,6 +186,7 @@ impl Pool {
             may_block,
             io,
             waiters_help,
+            tasks_help,
         } = config;
         let (workers, throughput) = (*workers, *throughput);
         if workers == 0 {
@@ -203,7 +206,12 @@ impl Pool {
         let shared = Arc::new(PoolShared {
             _counts_apart: CachePadded::new(()),
             injector: Injector::new(),
-            external: External::new(throughput, *waiters_help && !*may_block, io.clone()),
+            external: External::new(
+                throughput,
+                *waiters_help && !*may_block,
+                *tasks_help && !*may_block,
+                io.clone(),
+            ),
             stealers: queues.iter().map(|q| q.stealer()).collect(),
             idle: Idle::new(&parkers),
             throughput,

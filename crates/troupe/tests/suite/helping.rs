@@ -6,7 +6,8 @@
 //! the thread's own run-next position and lends it turns there (catch-up), a panic, a refused
 //! blocking wait inside, a turn that yields, an actor that stops, the async runtime's context,
 //! an ask awaited in `System::block_on`; other actors the thread scheduled are left to the
-//! pool; a task of another runtime never helps; waits with a deadline do not help; and a
+//! pool; a task of another runtime helps only where the system lets tasks help
+//! (`SystemBuilder::tasks_help`), panics included; waits with a deadline do not help; and a
 //! system that said no. Every message created is dropped exactly
 //! once.
 
@@ -249,6 +250,85 @@ fn a_task_of_another_runtime_never_runs_the_turn_itself() {
     let (thread, _, _) = reply.unwrap();
     assert_ne!(thread, task_thread);
     assert_eq!(held.helped_turns(), helped);
+    held.finish();
+}
+
+/// A tokio runtime of one worker thread, for the asking tasks.
+fn task_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_task_runs_its_own_request_where_the_system_lets_tasks_help() {
+    let held = Held::new(System::builder().tasks_help(true));
+    let echo = held.system.spawn(Echo { handled: 0 });
+    // Started, and idle again, by this thread's own wait.
+    echo.ask(Where).wait().unwrap();
+    let helped = held.helped_turns();
+    let runtime = task_runtime();
+    // The pool's one worker is held: only the task's own thread can run these requests.
+    let task = runtime.spawn(async move {
+        let me = std::thread::current().id();
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            replies.push(echo.ask(Where).await);
+        }
+        (me, replies)
+    });
+    let (task_thread, replies) = runtime.block_on(task).unwrap();
+    for (i, reply) in replies.into_iter().enumerate() {
+        let (thread, _, handled) = reply.unwrap();
+        assert_eq!(thread, task_thread, "the task's thread ran its request");
+        assert_eq!(handled, i as u64 + 2, "in order, after the first ask");
+    }
+    assert_eq!(held.helped_turns(), helped + 3, "one turn per ask");
+    held.finish();
+}
+
+#[test]
+fn a_panic_in_a_turn_a_task_runs_fails_that_ask_and_the_task_goes_on() {
+    quiet_panics_on_purpose();
+    let held = Held::new(System::builder().tasks_help(true));
+    let echo = held.system.spawn_supervised(
+        || Echo { handled: 0 },
+        SpawnOptions::new()
+            .supervision(SupervisorStrategy::one_for_one().intensity(10, Duration::from_secs(60))),
+    );
+    echo.ask(Where).wait().unwrap();
+    let runtime = task_runtime();
+    let task = runtime.spawn(async move {
+        let me = std::thread::current().id();
+        let boom = echo.ask(Boom).await;
+        let after = echo.ask(Where).await;
+        (me, boom, after)
+    });
+    let (task_thread, boom, after) = runtime.block_on(task).unwrap();
+    assert_eq!(boom, Err(AskError::Panicked));
+    // Restarted (a fresh instance) on the task's thread, which goes on asking.
+    let (thread, _, handled) = after.unwrap();
+    assert_eq!((thread, handled), (task_thread, 1));
+    held.finish();
+}
+
+#[test]
+fn a_task_s_wait_with_a_deadline_does_not_help() {
+    let mut held = Held::new(System::builder().tasks_help(true));
+    let echo = held.system.spawn(Echo { handled: 0 });
+    let limit = Duration::from_millis(30);
+    let runtime = task_runtime();
+    let asked = echo.clone();
+    let reply = runtime
+        .block_on(runtime.spawn(async move { asked.ask_timeout(Where, limit).await }))
+        .unwrap();
+    // Only the held worker could run it, and it is held.
+    assert_eq!(reply, Err(AskError::Timeout(limit)));
+    assert_eq!(held.helped_turns(), 0);
+    held.release();
+    let (_, _, handled) = echo.ask(Where).wait().unwrap();
+    assert_eq!(handled, 2, "the timed-out request was handled too");
     held.finish();
 }
 
