@@ -325,8 +325,8 @@ pub trait DeferredHandler<M: Message>: Actor {
     fn handle(&mut self, msg: M, reply: Deferred<M::Reply>, ctx: &mut Context<Self>);
 }
 
-/// The two ways an actor handles a message type, as type-level markers: [`Returns`] (a
-/// [`Handler`]) and [`Defers`] (a [`DeferredHandler`]).
+/// The two ways an actor handles a message type, as type-level markers: [`Returns`](kind::Returns)
+/// (a [`Handler`]) and [`Defers`](kind::Defers) (a [`DeferredHandler`]).
 pub mod kind {
     /// The reply is the handler's return value ([`Handler`](crate::Handler)).
     pub enum Returns {}
