@@ -175,6 +175,15 @@ impl External {
         self.stealers().iter().map(Stealer::len).sum()
     }
 
+    /// Whether this kind of waiter may run the pool's actors (`SystemBuilder::waiters_help`,
+    /// `SystemBuilder::tasks_help`).
+    fn helped_by(&self, by: Waiter) -> bool {
+        match by {
+            Waiter::Thread => self.helped_by_waiters,
+            Waiter::Task => self.helped_by_tasks,
+        }
+    }
+
     /// Turns run by waiting threads so far.
     pub(super) fn helped(&self) -> u64 {
         self.helped.load(Ordering::Relaxed)
@@ -202,11 +211,7 @@ fn take_own(target: ActorId, by: Waiter) -> Option<(Runnable, Arc<External>)> {
                 let leases = leases.try_borrow().ok()?;
                 leases.iter().find_map(|lease| {
                     let external = &lease.external;
-                    let helped = match by {
-                        Waiter::Thread => external.helped_by_waiters,
-                        Waiter::Task => external.helped_by_tasks,
-                    };
-                    if !helped || external.closed.load(Ordering::Relaxed) {
+                    if !external.helped_by(by) || external.closed.load(Ordering::Relaxed) {
                         return None;
                     }
                     let (_, queue) = lease.queue.as_ref()?;

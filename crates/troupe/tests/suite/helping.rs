@@ -156,6 +156,23 @@ impl Handler<StopNow> for Echo {
     }
 }
 
+/// A tokio runtime of one worker thread, for the asking tasks.
+fn task_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap()
+}
+
+/// An `Echo` restarted after each panic (a fresh instance), up to ten times a minute.
+fn restarting_echo(system: &System) -> Addr<Echo> {
+    system.spawn_supervised(
+        || Echo { handled: 0 },
+        SpawnOptions::new()
+            .supervision(SupervisorStrategy::one_for_one().intensity(10, Duration::from_secs(60))),
+    )
+}
+
 #[test]
 fn the_waiting_thread_runs_its_own_request_in_the_async_runtime() {
     let held = Held::new(System::builder());
@@ -189,11 +206,7 @@ fn a_turn_that_yields_goes_on_until_the_reply_and_keeps_the_order() {
 fn a_panic_in_a_helped_turn_fails_the_ask_and_the_actor_restarts() {
     quiet_panics_on_purpose();
     let held = Held::new(System::builder());
-    let echo = held.system.spawn_supervised(
-        || Echo { handled: 0 },
-        SpawnOptions::new()
-            .supervision(SupervisorStrategy::one_for_one().intensity(10, Duration::from_secs(60))),
-    );
+    let echo = restarting_echo(&held.system);
     assert_eq!(echo.ask(Boom).wait(), Err(AskError::Panicked));
     // Restarted (a fresh instance), and this thread goes on asking.
     let (thread, _, handled) = echo.ask(Where).wait().unwrap();
@@ -231,10 +244,7 @@ fn a_task_of_another_runtime_never_runs_the_turn_itself() {
     // is the one that wakes it, into the queue of the task's thread.
     echo.ask(Where).wait().unwrap();
     let helped = held.helped_turns();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .build()
-        .unwrap();
+    let runtime = task_runtime();
     // The ask is made and awaited on the runtime's worker, a thread with other tasks to run.
     let task = runtime.spawn(async move {
         let me = std::thread::current().id();
@@ -251,14 +261,6 @@ fn a_task_of_another_runtime_never_runs_the_turn_itself() {
     assert_ne!(thread, task_thread);
     assert_eq!(held.helped_turns(), helped);
     held.finish();
-}
-
-/// A tokio runtime of one worker thread, for the asking tasks.
-fn task_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .build()
-        .unwrap()
 }
 
 #[test]
@@ -292,11 +294,7 @@ fn a_task_runs_its_own_request_where_the_system_lets_tasks_help() {
 fn a_panic_in_a_turn_a_task_runs_fails_that_ask_and_the_task_goes_on() {
     quiet_panics_on_purpose();
     let held = Held::new(System::builder().tasks_help(true));
-    let echo = held.system.spawn_supervised(
-        || Echo { handled: 0 },
-        SpawnOptions::new()
-            .supervision(SupervisorStrategy::one_for_one().intensity(10, Duration::from_secs(60))),
-    );
+    let echo = restarting_echo(&held.system);
     echo.ask(Where).wait().unwrap();
     let runtime = task_runtime();
     let task = runtime.spawn(async move {
