@@ -75,10 +75,7 @@ impl Handler<Submit> for Receiver {
             .market
             .pair_of(valid.instrument())
             .expect("a validated order names a known instrument");
-        let place = Place::new(valid, self.sessions.clone());
-        if let Err(refused) = self.primaries[pair].tell(place) {
-            // Answered here, not by the guard.
-            refused.into_inner().take();
+        if self.primaries[pair].tell(Place(valid)).is_err() {
             self.reject(&order, RejectReason::EngineUnavailable);
         }
     }

@@ -261,6 +261,52 @@ pub trait Handler<M: Message>: Actor {
     /// system.shutdown();
     /// ```
     fn handle(&mut self, msg: M, ctx: &mut Context<Self>) -> M::Reply;
+
+    /// A told `msg` this actor accepted but will never handle: it was still in the mailbox
+    /// when the actor began to stop. Called once for each such message, in mailbox order,
+    /// after [`Actor::stopping`] and before [`Actor::stopped`], on the stopping instance
+    /// (also one that failed); a panic here is contained and the next message is given back
+    /// all the same. The default drops it. Asked messages never come here: their askers get
+    /// [`AskError::Stopped`](crate::AskError::Stopped). In a simulation
+    /// ([`sim`](crate::sim)), a crash injected as the actor takes a message gives that
+    /// message back here too, before the instance fails.
+    ///
+    /// What it is for: a message whose sender waits for an answer that only this actor gives
+    /// (a client's order, a job's result) can be answered "not done" here, with the actor's
+    /// own state, instead of carrying its own guard to do so from its destructor.
+    ///
+    /// ```
+    /// use std::sync::mpsc;
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    /// struct Jobs { gate: mpsc::Receiver<()>, not_done: mpsc::Sender<u32> }
+    /// impl Actor for Jobs {}
+    /// #[derive(Message)]
+    /// struct Job(u32);
+    /// impl Handler<Job> for Jobs {
+    ///     fn handle(&mut self, Job(n): Job, ctx: &mut Context<Self>) {
+    ///         if n == 0 {
+    ///             self.gate.recv().unwrap(); // until jobs 1 and 2 are queued
+    ///             ctx.stop();
+    ///         }
+    ///     }
+    ///     fn undelivered(&mut self, Job(n): Job, _: &mut Context<Self>) {
+    ///         self.not_done.send(n).unwrap();
+    ///     }
+    /// }
+    /// let (open, gate) = mpsc::channel();
+    /// let (not_done, told) = mpsc::channel();
+    /// let system = System::new();
+    /// let jobs = system.spawn(Jobs { gate, not_done });
+    /// for n in 0..3 {
+    ///     jobs.tell(Job(n)).unwrap();
+    /// }
+    /// open.send(()).unwrap();
+    /// assert_eq!(told.iter().collect::<Vec<_>>(), [1, 2]);
+    /// system.shutdown();
+    /// ```
+    fn undelivered(&mut self, msg: M, ctx: &mut Context<Self>) {
+        let _ = (msg, ctx);
+    }
 }
 
 /// Handles messages of type `M` and answers later, through the [`Deferred`] it is given: from a
@@ -323,6 +369,12 @@ pub trait Handler<M: Message>: Actor {
 pub trait DeferredHandler<M: Message>: Actor {
     /// Handles one message; the reply, if any, is sent through `reply`.
     fn handle(&mut self, msg: M, reply: Deferred<M::Reply>, ctx: &mut Context<Self>);
+
+    /// A told `msg` this actor will never handle (it stops first): as
+    /// [`Handler::undelivered`]. The default drops it.
+    fn undelivered(&mut self, msg: M, ctx: &mut Context<Self>) {
+        let _ = (msg, ctx);
+    }
 }
 
 /// The two ways an actor handles a message type, as type-level markers: [`Returns`](kind::Returns)
@@ -427,6 +479,9 @@ pub trait Accepts<M: Message, K: kind::Kind>: Actor {
     /// Handles `msg`; its reply goes to `reply`. Called by the runtime on the actor's turn.
     #[doc(hidden)]
     fn accept(&mut self, msg: M, reply: Deferred<M::Reply>, ctx: &mut Context<Self>);
+    /// Gives back a told `msg` the actor will never handle (see [`Handler::undelivered`]).
+    #[doc(hidden)]
+    fn give_back(&mut self, msg: M, ctx: &mut Context<Self>);
 }
 
 impl<A: Handler<M>, M: Message> Accepts<M, kind::Returns> for A {
@@ -435,12 +490,20 @@ impl<A: Handler<M>, M: Message> Accepts<M, kind::Returns> for A {
         let answer = self.handle(msg, ctx);
         reply.answer(answer);
     }
+
+    fn give_back(&mut self, msg: M, ctx: &mut Context<Self>) {
+        Handler::undelivered(self, msg, ctx);
+    }
 }
 
 impl<A: DeferredHandler<M>, M: Message> Accepts<M, kind::Defers> for A {
     #[inline]
     fn accept(&mut self, msg: M, reply: Deferred<M::Reply>, ctx: &mut Context<Self>) {
         DeferredHandler::handle(self, msg, reply, ctx);
+    }
+
+    fn give_back(&mut self, msg: M, ctx: &mut Context<Self>) {
+        DeferredHandler::undelivered(self, msg, ctx);
     }
 }
 
@@ -451,6 +514,10 @@ impl<A: DeferredHandler<M>, M: Message> Accepts<M, kind::Defers> for A {
 /// `Done`". No value of a placeholder type exists, so `accept` is never called.
 impl<A: Actor, M: Message + kind::sealed::Placeholder> Accepts<M, kind::Unhandled> for A {
     fn accept(&mut self, msg: M, _: Deferred<M::Reply>, _: &mut Context<Self>) {
+        msg.unreachable();
+    }
+
+    fn give_back(&mut self, msg: M, _: &mut Context<Self>) {
         msg.unreachable();
     }
 }

@@ -82,6 +82,10 @@ impl<A: Accepts<M, K>, M: Message, K: Kind> Deliver<A> for Tell<M, K> {
 
     fn discard(self, _why: Discard) {}
 
+    fn undelivered(self, actor: &mut A, ctx: &mut Context<A>, _why: Discard) {
+        actor.give_back(self.0, ctx);
+    }
+
     fn message_name(&self) -> &'static str {
         std::any::type_name::<M>()
     }

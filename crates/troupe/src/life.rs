@@ -339,21 +339,23 @@ fn on_signal<A: Actor>(turn: &mut Turn<'_, '_, A>, signal: Signal) {
     }
 }
 
-/// A crash a simulation injected: the actor, if running, fails as if the handler of its next
-/// message had panicked on it (the message is discarded, its asker told `Panicked`).
+/// A crash a simulation injected: the actor, if running, fails as it takes its next message,
+/// before handling it (a told one goes back to the instance's `undelivered`, an asker is told
+/// `Panicked`).
 fn crash<A: Actor>(turn: &mut Turn<'_, '_, A>) {
     let (cell, mut inbox, state) = turn.parts();
     if !matches!(state.life, Life::Running) {
         return;
     }
     if let Some(actor) = state.actor.as_mut() {
-        let bound = cell.shared.bound();
-        inbox.deliver_next(actor, &mut state.ctx, || {
-            if let Some(bound) = bound {
-                bound.release(1);
-            }
-            Some(Discard::Panicked)
-        });
+        let ctx = &mut state.ctx;
+        // A panic in the hook is contained: the failure reported is the crash.
+        let given = catch_unwind(AssertUnwindSafe(|| {
+            inbox.give_back_next(actor, ctx, Discard::Panicked)
+        }));
+        if let (Ok(true) | Err(_), Some(bound)) = (given, cell.shared.bound()) {
+            bound.release(1);
+        }
     }
     record_failure(
         cell,
@@ -559,17 +561,19 @@ fn begin_stop<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: StopReason) {
             return;
         }
         state.life = Life::Stopping(Box::new(reason));
-        if let Some(rare) = state.ctx.rare.as_mut() {
+        let parked = state.ctx.rare.as_mut().and_then(|rare| {
             rare.awaiting = None;
-            if let Some(parked) = rare.parked.take() {
-                let _ = catch_unwind(AssertUnwindSafe(move || parked.discard(Discard::Stopped)));
-            }
-        }
+            rare.parked.take()
+        });
         if let Some(actor) = state.actor.as_mut() {
             guarded(|| actor.stopping(&mut state.ctx));
         }
+        // Taken before anything still in the mailbox: it goes back first.
+        if let Some(parked) = parked {
+            give_back(state, parked);
+        }
     }
-    let discarded = turn.close();
+    let discarded = turn.close(give_back);
     let (cell, _, state) = turn.parts();
     // Messages it will never take: an observer's dead letters.
     if let Some(watch) = cell.shared.watch() {
@@ -722,6 +726,16 @@ fn restart<A: Actor>(turn: &mut Turn<'_, '_, A>, reason: Option<Failure>) {
             }
         }
     }
+}
+
+/// A message the stopping actor will never handle: a told one goes to its handler's
+/// `undelivered` (askers are told `Stopped`); with no instance left, it is discarded. A panic
+/// in the hook is contained.
+fn give_back<A: Actor>(state: &mut ActorState<A>, envelope: Envelope<A>) {
+    let _ = catch_unwind(AssertUnwindSafe(|| match state.actor.as_mut() {
+        Some(actor) => envelope.undelivered(actor, &mut state.ctx, Discard::Stopped),
+        None => envelope.discard(Discard::Stopped),
+    }));
 }
 
 /// Runs a hook of a stopping actor (or a watcher); a panic in it is contained, and stopping goes

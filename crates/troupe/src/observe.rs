@@ -164,6 +164,10 @@ impl<A: Actor, P: Deliver<A>> Deliver<A> for Observed<P> {
         self.inner.discard(why);
     }
 
+    fn undelivered(self, actor: &mut A, ctx: &mut Context<A>, why: Discard) {
+        self.inner.undelivered(actor, ctx, why);
+    }
+
     fn message_name(&self) -> &'static str {
         self.message
     }

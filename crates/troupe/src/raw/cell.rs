@@ -459,21 +459,24 @@ impl<'t, 'a, T: Target> Turn<'t, 'a, T> {
         )
     }
 
-    /// Closes the mailbox and discards every message still in it (`Discard::Stopped`: askers
-    /// are told), in order; a message whose destructor panics is counted and the drain goes
-    /// on. Returns how many were discarded. A hand-off still owned is discarded too.
-    pub(crate) fn close(&mut self) -> usize {
+    /// Closes the mailbox and hands every message still in it to `each`, in order (a hand-off
+    /// still owned first), with the turn's private state. Returns how many there were.
+    pub(crate) fn close(&mut self, mut each: impl FnMut(&mut T::Private, Envelope<T>)) -> usize {
         let state = &mut *self.state;
-        let mut discarded = 0;
+        let private = &mut *state.private;
+        let mut closed = 0;
         if let Some(handed) = state.handoff.take() {
-            discarded += 1;
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(handed)));
+            closed += 1;
+            let at = handed.release();
+            // SAFETY: as in `Inbox::take_handoff`: the hand-off was built by this cell's `push`
+            // as an `Envelope<T>`; `release` gave this turn its ownership; read out once.
+            each(private, unsafe { Envelope::<T>::from_raw(at.read()) });
         }
         state.rx.close(|envelope| {
-            discarded += 1;
-            let _ = catch_unwind(AssertUnwindSafe(move || envelope.discard(Discard::Stopped)));
+            closed += 1;
+            each(private, envelope);
         });
-        discarded
+        closed
     }
 
     /// Marks the actor gone for good: later signals are refused and nothing schedules it.
@@ -607,6 +610,23 @@ impl<T: Target> Inbox<'_, '_, T> {
                 // Counted once handled: a message whose handler panicked is not.
                 *handled += 1;
             }
+        });
+        taken
+    }
+
+    /// Takes the next ready message and gives it back to `target` for `why` (it will not be
+    /// handled: see `Deliver::undelivered`). False if none is ready.
+    pub(crate) fn give_back_next(
+        &mut self,
+        target: &mut T,
+        ctx: &mut T::Ctx,
+        why: Discard,
+    ) -> bool {
+        let mut taken = false;
+        self.rx.take_in_place(|slot| {
+            taken = true;
+            // SAFETY: the slot holds a live `Envelope<T>`, given back once, in place.
+            unsafe { Envelope::<T>::undelivered_in_place(slot, target, ctx, why) };
         });
         taken
     }

@@ -3,7 +3,8 @@
 //! A target handles many message types, yet its mailbox holds one type: `Envelope<T>`. The
 //! envelope stores the message bytes inline (up to [`INLINE_BYTES`], aligned to 8) and one
 //! function pointer, monomorphised for the pair (target, message), that knows how to move the
-//! bytes back out as the real type and hand them to [`Deliver::deliver`], or to
+//! bytes back out as the real type and hand them to [`Deliver::deliver`], to
+//! [`Deliver::undelivered`] when the target stops before handling it, or to
 //! [`Deliver::discard`] when the message will not be delivered. Messages that are larger or
 //! more aligned than the inline space are boxed, so they cost one allocation; ordinary messages
 //! cost none. No `Any`, no downcast: the type is fixed when the envelope is built.
@@ -46,19 +47,41 @@ pub(crate) trait Deliver<T: Target>: Send + 'static {
     fn deliver(self, target: &mut T, ctx: &mut T::Ctx);
     /// The message will not be delivered (an asker is told why).
     fn discard(self, why: Discard);
+    /// The target accepted the message but will not handle it (it stops, or a simulated crash
+    /// took it), and may take it back: a told message goes to its handler's `undelivered`.
+    /// Anything else is discarded for `why`.
+    fn undelivered(self, target: &mut T, ctx: &mut T::Ctx, why: Discard)
+    where
+        Self: Sized,
+    {
+        let _ = (target, ctx);
+        self.discard(why);
+    }
     /// The type of the message it carries, for observers.
     fn message_name(&self) -> &'static str {
         std::any::type_name::<Self>()
     }
 }
 
+/// What an envelope's `call` does with its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// `Deliver::deliver` to the target.
+    Deliver,
+    /// `Deliver::undelivered` to the target, which will not handle the message (for this
+    /// reason).
+    Return(Discard),
+    /// `Deliver::discard` for this reason (no target).
+    Discard(Discard),
+}
+
 type Storage = [MaybeUninit<usize>; INLINE_WORDS];
 
-/// Moves the payload out of `storage` and delivers it to the target (`*mut T`) with its
-/// context (`*mut T::Ctx`), or, when the target pointer is null, discards it for `why`. The
-/// pointers are erased to `*mut ()` (thin pointers are ABI-compatible) so the envelope can
-/// travel without its type.
-type Call = unsafe fn(*mut Storage, *mut (), *mut (), Discard);
+/// Moves the payload out of `storage` and, as `Fate` says, delivers it or gives it back to the
+/// target (`*mut T`) with its context (`*mut T::Ctx`), or discards it (the target pointers are
+/// then null). The pointers are erased to `*mut ()` (thin pointers are ABI-compatible) so the
+/// envelope can travel without its type.
+type Call = unsafe fn(*mut Storage, *mut (), *mut (), Fate);
 
 /// A message for some target, with both types erased. See the module note.
 pub(crate) struct RawEnvelope {
@@ -79,7 +102,7 @@ impl Drop for RawEnvelope {
                 &mut self.storage,
                 ptr::null_mut(),
                 ptr::null_mut(),
-                Discard::Stopped,
+                Fate::Discard(Discard::Stopped),
             )
         }
     }
@@ -122,12 +145,22 @@ impl<T: Target> Envelope<T> {
         let mut this = mem::ManuallyDrop::new(self.raw);
         // SAFETY: `call` matches the payload and, by the type of this envelope, the target;
         // ManuallyDrop makes this its only release.
+        unsafe { (this.call)(&mut this.storage, target.cast(), ctx.cast(), Fate::Deliver) }
+    }
+
+    /// Gives the message back to `target`, which will not handle it, for `why` (see
+    /// [`Deliver::undelivered`]).
+    pub(crate) fn undelivered(self, target: &mut T, ctx: &mut T::Ctx, why: Discard) {
+        let target: *mut T = target;
+        let ctx: *mut T::Ctx = ctx;
+        let mut this = mem::ManuallyDrop::new(self.raw);
+        // SAFETY: as in `deliver`.
         unsafe {
             (this.call)(
                 &mut this.storage,
                 target.cast(),
                 ctx.cast(),
-                Discard::Stopped,
+                Fate::Return(why),
             )
         }
     }
@@ -136,7 +169,14 @@ impl<T: Target> Envelope<T> {
     pub(crate) fn discard(self, why: Discard) {
         let mut this = mem::ManuallyDrop::new(self.raw);
         // SAFETY: `call` matches the payload; ManuallyDrop makes this its only release.
-        unsafe { (this.call)(&mut this.storage, ptr::null_mut(), ptr::null_mut(), why) }
+        unsafe {
+            (this.call)(
+                &mut this.storage,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                Fate::Discard(why),
+            )
+        }
     }
 
     /// Erases the target type, to wait in a hand-off slot.
@@ -191,7 +231,32 @@ impl<T: Target> Envelope<T> {
                 ptr::addr_of_mut!((*raw).storage),
                 target.cast(),
                 ctx.cast(),
-                Discard::Stopped,
+                Fate::Deliver,
+            );
+        }
+    }
+
+    /// Gives the envelope stored at `at` back to `target`, in place, for `why` (see
+    /// [`Deliver::undelivered`]).
+    ///
+    /// # Safety
+    /// As for `deliver_in_place`.
+    pub(super) unsafe fn undelivered_in_place(
+        at: *mut Self,
+        target: &mut T,
+        ctx: &mut T::Ctx,
+        why: Discard,
+    ) {
+        let target: *mut T = target;
+        let ctx: *mut T::Ctx = ctx;
+        // SAFETY: per the function contract; `call` reads the payload out first.
+        unsafe {
+            let raw = ptr::addr_of_mut!((*at).raw);
+            ((*raw).call)(
+                ptr::addr_of_mut!((*raw).storage),
+                target.cast(),
+                ctx.cast(),
+                Fate::Return(why),
             );
         }
     }
@@ -209,7 +274,7 @@ impl<T: Target> Envelope<T> {
                 ptr::addr_of_mut!((*raw).storage),
                 ptr::null_mut(),
                 ptr::null_mut(),
-                why,
+                Fate::Discard(why),
             );
         }
     }
@@ -221,23 +286,17 @@ const fn fits_inline<P>() -> bool {
 
 /// # Safety
 /// `storage` holds a valid `P` written by `Envelope::new`, not yet read; `target` and `ctx` are
-/// both null, or both valid, exclusive pointers to a `T` and its `T::Ctx`.
+/// as `settle` requires for `fate`.
 unsafe fn call_inline<T: Target, P: Deliver<T>>(
     storage: *mut Storage,
     target: *mut (),
     ctx: *mut (),
-    why: Discard,
+    fate: Fate,
 ) {
     // SAFETY: per the function contract; the payload is moved out once.
     let payload = unsafe { ptr::read(storage.cast::<P>()) };
-    if target.is_null() {
-        payload.discard(why);
-    } else {
-        // SAFETY: non-null means valid and exclusive, of these types (function contract).
-        payload.deliver(unsafe { &mut *target.cast::<T>() }, unsafe {
-            &mut *ctx.cast::<T::Ctx>()
-        });
-    }
+    // SAFETY: per the function contract.
+    unsafe { settle::<T, P>(payload, target, ctx, fate) }
 }
 
 /// # Safety
@@ -247,16 +306,32 @@ unsafe fn call_boxed<T: Target, P: Deliver<T>>(
     storage: *mut Storage,
     target: *mut (),
     ctx: *mut (),
-    why: Discard,
+    fate: Fate,
 ) {
     // SAFETY: per the function contract; the box is reclaimed once.
     let payload = unsafe { *Box::from_raw(ptr::read(storage.cast::<*mut P>())) };
-    if target.is_null() {
-        payload.discard(why);
-    } else {
-        // SAFETY: non-null means valid and exclusive, of these types (function contract).
-        payload.deliver(unsafe { &mut *target.cast::<T>() }, unsafe {
+    // SAFETY: per the function contract.
+    unsafe { settle::<T, P>(payload, target, ctx, fate) }
+}
+
+/// Does with `payload` what `fate` says.
+///
+/// # Safety
+/// For `Fate::Deliver` and `Fate::Return`, `target` and `ctx` are valid, exclusive pointers to
+/// a `T` and its `T::Ctx`; for `Fate::Discard` they are not used.
+#[inline(always)]
+unsafe fn settle<T: Target, P: Deliver<T>>(payload: P, target: *mut (), ctx: *mut (), fate: Fate) {
+    match fate {
+        // SAFETY: valid and exclusive, of these types (function contract).
+        Fate::Deliver => payload.deliver(unsafe { &mut *target.cast::<T>() }, unsafe {
             &mut *ctx.cast::<T::Ctx>()
-        });
+        }),
+        // SAFETY: as above.
+        Fate::Return(why) => payload.undelivered(
+            unsafe { &mut *target.cast::<T>() },
+            unsafe { &mut *ctx.cast::<T::Ctx>() },
+            why,
+        ),
+        Fate::Discard(why) => payload.discard(why),
     }
 }

@@ -28,3 +28,4 @@ mod state_machine;
 mod supervision;
 mod tokio_service;
 mod trace_spans;
+mod undelivered;

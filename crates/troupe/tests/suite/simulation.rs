@@ -716,3 +716,73 @@ fn a_failed_run_still_frees_what_its_actors_hold() {
         "an actor of a run that failed before its first step was never dropped"
     );
 }
+
+/// Keeps the entries it is told; what it will never handle comes back to `undelivered`.
+struct Ledger {
+    handled: Arc<Mutex<Vec<u32>>>,
+    returned: Arc<Mutex<Vec<u32>>>,
+}
+impl Actor for Ledger {}
+#[derive(Message)]
+struct Entry(u32);
+impl Handler<Entry> for Ledger {
+    fn handle(&mut self, Entry(n): Entry, _: &mut Context<Self>) {
+        self.handled.lock().unwrap().push(n);
+    }
+    fn undelivered(&mut self, Entry(n): Entry, _: &mut Context<Self>) {
+        self.returned.lock().unwrap().push(n);
+    }
+}
+
+/// Crashes (as the ledger takes a message), stalls and stops from outside, and a shutdown at
+/// the end: every told entry the ledger accepted is handled or given back, exactly once.
+#[test]
+fn every_accepted_tell_is_handled_or_given_back_once_under_faults() {
+    let given_back = Arc::new(Mutex::new(0usize));
+    let total = given_back.clone();
+    Explore::new("tells_given_back")
+        .seeds(60)
+        .faults(
+            Faults::all()
+                .target::<Ledger>()
+                .rate(0.2)
+                .max_stall(Duration::from_secs(1)),
+        )
+        .run(move |sim| {
+            let handled = Arc::new(Mutex::new(Vec::new()));
+            let returned = Arc::new(Mutex::new(Vec::new()));
+            let (h, r) = (handled.clone(), returned.clone());
+            let options = SpawnOptions::new().supervision(
+                SupervisorStrategy::one_for_one().intensity(1_000, Duration::from_secs(1)),
+            );
+            let ledger = sim.system().spawn_supervised(
+                move || Ledger {
+                    handled: h.clone(),
+                    returned: r.clone(),
+                },
+                options,
+            );
+            let mut accepted = Vec::new();
+            for n in 0..200 {
+                if ledger.tell(Entry(n)).is_ok() {
+                    accepted.push(n);
+                }
+                if n % 20 == 0 {
+                    sim.run_until_idle();
+                }
+            }
+            sim.heal();
+            ledger.stop();
+            let _ = ledger.stopped().wait();
+            let mut seen = handled.lock().unwrap().clone();
+            let back = returned.lock().unwrap().clone();
+            *total.lock().unwrap() += back.len();
+            seen.extend(back);
+            seen.sort_unstable();
+            assert_eq!(seen, accepted, "handled and given back, each exactly once");
+        });
+    assert!(
+        *given_back.lock().unwrap() > 0,
+        "no entry was ever given back"
+    );
+}
