@@ -265,8 +265,10 @@ pub trait Handler<M: Message>: Actor {
     /// A told `msg` this actor accepted but will never handle: it was still in the mailbox
     /// when the actor began to stop. Called once for each such message, in mailbox order,
     /// after [`Actor::stopping`] and before [`Actor::stopped`], on the stopping instance
-    /// (also one that failed); a panic here is contained and the next message is given back
-    /// all the same. The default drops it. Asked messages never come here: their askers get
+    /// (also one that failed; if no instance is left, because building a restarted one
+    /// failed, they are dropped); a panic here is contained and the next message is given back
+    /// all the same. The default drops it. A supervised actor that restarts keeps its queued
+    /// messages for the new instance: nothing comes back then. Asked messages never come here: their askers get
     /// [`AskError::Stopped`](crate::AskError::Stopped). In a simulation
     /// ([`sim`](crate::sim)), a crash injected as the actor takes a message gives that
     /// message back here too, before the instance fails.
