@@ -221,19 +221,8 @@ impl<T: Target> Envelope<T> {
     /// `at` holds a live `Envelope<T>` that the caller owns and treats as moved-out from now on.
     #[inline]
     pub(super) unsafe fn deliver_in_place(at: *mut Self, target: &mut T, ctx: &mut T::Ctx) {
-        let target: *mut T = target;
-        let ctx: *mut T::Ctx = ctx;
-        // SAFETY: per the function contract; `call` reads the payload out of `storage` before
-        // anything else.
-        unsafe {
-            let raw = ptr::addr_of_mut!((*at).raw);
-            ((*raw).call)(
-                ptr::addr_of_mut!((*raw).storage),
-                target.cast(),
-                ctx.cast(),
-                Fate::Deliver,
-            );
-        }
+        // SAFETY: per the function contract; `Deliver` comes with the target.
+        unsafe { Self::settle_in_place(at, target, ctx, Fate::Deliver) }
     }
 
     /// Gives the envelope stored at `at` back to `target`, in place, for `why` (see
@@ -247,18 +236,8 @@ impl<T: Target> Envelope<T> {
         ctx: &mut T::Ctx,
         why: Discard,
     ) {
-        let target: *mut T = target;
-        let ctx: *mut T::Ctx = ctx;
-        // SAFETY: per the function contract; `call` reads the payload out first.
-        unsafe {
-            let raw = ptr::addr_of_mut!((*at).raw);
-            ((*raw).call)(
-                ptr::addr_of_mut!((*raw).storage),
-                target.cast(),
-                ctx.cast(),
-                Fate::Return(why),
-            );
-        }
+        // SAFETY: per the function contract; `Return` comes with the target.
+        unsafe { Self::settle_in_place(at, target, ctx, Fate::Return(why)) }
     }
 
     /// Discards the envelope stored at `at` in place.
@@ -267,15 +246,35 @@ impl<T: Target> Envelope<T> {
     /// As for `deliver_in_place`.
     #[inline]
     pub(super) unsafe fn discard_in_place(at: *mut Self, why: Discard) {
-        // SAFETY: per the function contract.
+        // SAFETY: per the function contract; `Discard` uses no target.
+        unsafe {
+            Self::call_in_place(at, ptr::null_mut(), ptr::null_mut(), Fate::Discard(why));
+        }
+    }
+
+    /// `call_in_place` with a target.
+    ///
+    /// # Safety
+    /// As for `deliver_in_place`.
+    #[inline(always)]
+    unsafe fn settle_in_place(at: *mut Self, target: &mut T, ctx: &mut T::Ctx, fate: Fate) {
+        let target: *mut T = target;
+        let ctx: *mut T::Ctx = ctx;
+        // SAFETY: per the function contract; valid, exclusive target pointers.
+        unsafe { Self::call_in_place(at, target.cast(), ctx.cast(), fate) }
+    }
+
+    /// Runs the envelope stored at `at` through its `call`, in place.
+    ///
+    /// # Safety
+    /// As for `deliver_in_place`, with `target` and `ctx` as `settle` requires for `fate`.
+    #[inline(always)]
+    unsafe fn call_in_place(at: *mut Self, target: *mut (), ctx: *mut (), fate: Fate) {
+        // SAFETY: per the function contract; `call` reads the payload out of `storage` before
+        // anything else.
         unsafe {
             let raw = ptr::addr_of_mut!((*at).raw);
-            ((*raw).call)(
-                ptr::addr_of_mut!((*raw).storage),
-                ptr::null_mut(),
-                ptr::null_mut(),
-                Fate::Discard(why),
-            );
+            ((*raw).call)(ptr::addr_of_mut!((*raw).storage), target, ctx, fate);
         }
     }
 }

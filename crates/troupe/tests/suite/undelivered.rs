@@ -146,80 +146,109 @@ fn run(
     (back, answer)
 }
 
-#[test]
-fn tells_left_at_a_stop_come_back_in_order_and_asks_are_told_stopped() {
-    let system = System::new();
+/// `run` in `system`, then checks that the jobs and the `Later` came back (`back`), the ask
+/// was told `Stopped`, and every job was dropped once; shuts the system down.
+fn expect_back(
+    system: System,
+    placement: Placement,
+    then: Then,
+    stop_from_outside: bool,
+    panic_second: bool,
+    back: &[u32],
+) {
     let drops = DropCounter::default();
-    let (back, answer) = run(&system, Placement::Pool, Then::Stop, false, false, &drops);
-    assert_eq!(back, [1, 2, 3, 1004]);
+    let (given, answer) = run(
+        &system,
+        placement,
+        then,
+        stop_from_outside,
+        panic_second,
+        &drops,
+    );
+    assert_eq!(given, back);
     assert_eq!(answer, Err(AskError::Stopped));
     assert_eq!(drops.get(), 3, "every job dropped once");
     system.shutdown();
 }
 
 #[test]
+fn tells_left_at_a_stop_come_back_in_order_and_asks_are_told_stopped() {
+    let all = [1, 2, 3, 1004];
+    expect_back(
+        System::new(),
+        Placement::Pool,
+        Then::Stop,
+        false,
+        false,
+        &all,
+    );
+}
+
+#[test]
 fn a_failed_actor_gets_its_tells_back() {
     quiet_panics();
-    let system = System::new();
-    let drops = DropCounter::default();
-    let (back, answer) = run(&system, Placement::Pool, Then::Panic, false, false, &drops);
-    assert_eq!(back, [1, 2, 3, 1004]);
-    assert_eq!(answer, Err(AskError::Stopped));
-    assert_eq!(drops.get(), 3);
-    system.shutdown();
+    let all = [1, 2, 3, 1004];
+    expect_back(
+        System::new(),
+        Placement::Pool,
+        Then::Panic,
+        false,
+        false,
+        &all,
+    );
 }
 
 #[test]
 fn a_stop_from_outside_gives_the_queued_tells_back() {
     let system = System::builder().throughput(1).build().unwrap();
-    let drops = DropCounter::default();
-    let (back, answer) = run(&system, Placement::Pool, Then::Sleep, true, false, &drops);
-    assert_eq!(back, [1, 2, 3, 1004]);
-    assert_eq!(answer, Err(AskError::Stopped));
-    assert_eq!(drops.get(), 3);
-    system.shutdown();
+    expect_back(
+        system,
+        Placement::Pool,
+        Then::Sleep,
+        true,
+        false,
+        &[1, 2, 3, 1004],
+    );
 }
 
+/// Job 2's hook panics; the others still come back, and job 2 is dropped all the same.
 #[test]
 fn a_panicking_hook_does_not_stop_the_rest() {
     quiet_panics();
-    let system = System::new();
-    let drops = DropCounter::default();
-    let (back, answer) = run(&system, Placement::Pool, Then::Stop, false, true, &drops);
-    assert_eq!(
-        back,
-        [1, 3, 1004],
-        "job 2's hook panicked; the others came back"
+    expect_back(
+        System::new(),
+        Placement::Pool,
+        Then::Stop,
+        false,
+        true,
+        &[1, 3, 1004],
     );
-    assert_eq!(answer, Err(AskError::Stopped));
-    assert_eq!(
-        drops.get(),
-        3,
-        "the job whose hook panicked was dropped too"
-    );
-    system.shutdown();
 }
 
 #[test]
 fn an_actor_on_its_own_thread_gets_its_tells_back() {
-    let system = System::new();
-    let drops = DropCounter::default();
-    let (back, answer) = run(&system, Placement::Thread, Then::Stop, false, false, &drops);
-    assert_eq!(back, [1, 2, 3, 1004]);
-    assert_eq!(answer, Err(AskError::Stopped));
-    assert_eq!(drops.get(), 3);
-    system.shutdown();
+    let all = [1, 2, 3, 1004];
+    expect_back(
+        System::new(),
+        Placement::Thread,
+        Then::Stop,
+        false,
+        false,
+        &all,
+    );
 }
 
 #[test]
 fn an_observed_actor_gets_its_tells_back() {
     let system = System::builder().workers(2).observe().build().unwrap();
-    let drops = DropCounter::default();
-    let (back, answer) = run(&system, Placement::Pool, Then::Stop, false, false, &drops);
-    assert_eq!(back, [1, 2, 3, 1004]);
-    assert_eq!(answer, Err(AskError::Stopped));
-    assert_eq!(drops.get(), 3);
-    system.shutdown();
+    expect_back(
+        system,
+        Placement::Pool,
+        Then::Stop,
+        false,
+        false,
+        &[1, 2, 3, 1004],
+    );
 }
 
 /// Shutdown stops every actor: what a top-level actor still had queued comes back to it too
