@@ -9,15 +9,24 @@
 //!    step 4 says (by then the earlier order is, too). So a duplicate answer promises what an
 //!    acceptance does, and a client may count it as one. If that can no longer be promised (a
 //!    request-reply primary whose standby ended), the resend is refused with
-//!    `EngineUnavailable`.
-//! 3. The primary tells its standby `Replicate(order)` first, so the standby matches and logs
-//!    in parallel, then applies the order to its own shard (match, append to the log).
+//!    `EngineUnavailable`. Where the standby answers for the pair (request-reply without
+//!    fsync, step 4), the primary sends the resend to it as `AnswerDuplicate`, behind every
+//!    order sent before, and the standby answers it.
+//! 3. With fsync, and in one-way style, the primary tells its standby the order first
+//!    (`Replicate`, or `ReplicateAnswered` when the standby answers too), so the standby
+//!    matches and logs in parallel, then applies the order to its own shard (match, append to
+//!    the log). In request-reply style without fsync it applies the order first and then
+//!    forwards it (`ReplicateAnswered`): the standby's answer then promises both copies.
 //! 4. Each engine makes its log durable in batches (group commit, below) and then
 //!    acknowledges what the batch covered:
-//!    - **request-reply**: the standby tells the primary `Replicated { upto }` (a watermark:
-//!      every order up to that sequence number is applied and logged there); the primary
-//!      sends the client its [`Ack`] once both its own and the standby's watermark have
-//!      passed the order.
+//!    - **request-reply with fsync**: the standby tells the primary `Replicated { upto }` (a
+//!      watermark: every order up to that sequence number is applied and logged there); the
+//!      primary sends the client its [`Ack`] once both its own flush and the standby's
+//!      watermark have passed the order.
+//!    - **request-reply without fsync** (no log, or a buffered one, where an order is
+//!      committed as it is applied): the standby sends the client the one [`Ack`] for the pair
+//!      once it has applied the order, which the primary had applied before forwarding it. No
+//!      watermark travels back: four messages per order instead of five.
 //!    - **one-way**: each engine sends the client its own `Ack`; the client counts two.
 //!
 //! Orders reach the standby in the primary's order (one sender, one mailbox), so both apply
@@ -61,10 +70,13 @@
 //! - a request-reply primary watches its standby: when the standby ends, the primary refuses
 //!   every pending order the standby's last watermark does not cover (new orders are refused
 //!   already, as `Replicate` cannot reach a stopped standby);
-//! - in one-way style the standby answers the client itself, so the order goes to it in a
-//!   `ReplicateOneWay`: an order the standby never handled (still in its mailbox when it
-//!   stopped) comes back to the standby as it stops (`Handler::undelivered`), which refuses
-//!   it (request-reply's `Replicate` needs nothing: the primary answers);
+//! - where the standby answers the client itself (one-way, and request-reply without fsync),
+//!   the order goes to it in a `ReplicateAnswered`: an order the standby never handled (still
+//!   in its mailbox when it stopped) comes back to the standby as it stops
+//!   (`Handler::undelivered`), which refuses it, and so does a resend's `AnswerDuplicate`
+//!   (request-reply's `Replicate` needs nothing: the primary answers);
+//! - a request-reply primary without fsync whose own log write fails refuses the order it was
+//!   applying (its standby was to answer it, and will not get it);
 //! - so does each `Place`: an order still in a primary's mailbox when the primary stopped is
 //!   refused by the primary as it stops (found by the simulation tests: a primary that crashed
 //!   with orders queued left them unanswered). A failed engine gets them back too.
@@ -75,7 +87,7 @@
 //! sessions, which made them too large to be inline. Without the guards the closed loop at
 //! 40 clients ran 10 % faster; see the crate's README, "Baselines".)
 //!
-//! # Tried and left: batching between the engines, and the standby answering
+//! # Tried and left: batching between the engines, and (with a guard) the standby answering
 //! Both were built and measured (`bench compare`, which gives messages, actor turns and CPU
 //! time per order; figures in the crate's README, "Baselines"):
 //! - Forwarding orders to the standby in batches, one message per batch: sent when the
@@ -86,9 +98,10 @@
 //!   by marker (which adds a message of its own), and turns per order fell by 5% at most.
 //! - In request-reply without fsync, the primary committing first and the standby answering
 //!   the client for the pair (no watermark back): one message and 0.85 turns fewer per order,
-//!   but the standby's copy then needs a guard, an allocation per order. CPU time per order
-//!   and throughput were the same as with the watermark, at 1 and at 40 clients, so the
-//!   simpler protocol stays.
+//!   but the standby's copy then needed a guard, an allocation per order. CPU time per order
+//!   and throughput were the same as with the watermark, at 1 and at 40 clients, so it was
+//!   left. Once the runtime gave undelivered messages back (no guard, no allocation), it was
+//!   built again and kept: see step 4 and the crate's README, "Baselines".
 //!
 //! A log whose write failed stays failed (see `log.rs`): what was applied after the last good
 //! write is not in the log, so the stopping engine neither acknowledges it nor, as a standby,
@@ -170,17 +183,26 @@ impl Message for Replicate {
     type Reply = ();
 }
 
-/// An order the primary accepted, for its standby, in one-way style: the standby answers the
-/// client itself, and refuses it if it stops first (`undelivered`).
-struct ReplicateOneWay(Order);
-impl Message for ReplicateOneWay {
+/// An order the primary accepted, for a standby that answers the client itself (one-way
+/// style, and request-reply without fsync: see `Engine::standby_answers`); the standby refuses
+/// it if it stops first (`undelivered`).
+struct ReplicateAnswered(Order);
+impl Message for ReplicateAnswered {
+    type Reply = ();
+}
+
+/// A resend of an order the primary's books hold, for a standby that answers for the pair:
+/// answered `DuplicateClientOrderId` once the standby has applied everything sent before it.
+struct AnswerDuplicate(Order);
+impl Message for AnswerDuplicate {
     type Reply = ();
 }
 
 // Each fits the runtime's inline envelope: no allocation per message.
 const _: () = assert!(std::mem::size_of::<Place>() <= 24);
 const _: () = assert!(std::mem::size_of::<Replicate>() <= 24);
-const _: () = assert!(std::mem::size_of::<ReplicateOneWay>() <= 24);
+const _: () = assert!(std::mem::size_of::<ReplicateAnswered>() <= 24);
+const _: () = assert!(std::mem::size_of::<AnswerDuplicate>() <= 24);
 
 /// The standby's watermark: every order up to `upto` is applied and committed there.
 struct Replicated {
@@ -365,6 +387,27 @@ impl Engine {
         self.shard.role()
     }
 
+    /// Whether the standby answers the client for the pair: in one-way style (each engine
+    /// answers), and in request-reply style without fsync, where an order is committed as soon
+    /// as it is applied: the primary applies it, then forwards it, and the standby answers once
+    /// it has applied it too (no watermark back). With fsync the primary answers once its own
+    /// flush and the standby's watermark cover the order.
+    fn standby_answers(&self) -> bool {
+        self.style == Style::OneWay || self.mode != LogMode::Fsync
+    }
+
+    /// Whether this engine acknowledges the orders it applies.
+    fn answers(&self) -> bool {
+        match (self.role(), self.style) {
+            (_, Style::OneWay) => true,
+            // A primary without a standby has no one to answer for it.
+            (Role::Primary, Style::RequestReply) => {
+                !self.standby_answers() || self.standby.is_none()
+            }
+            (Role::Standby, Style::RequestReply) => self.standby_answers(),
+        }
+    }
+
     /// An order this engine accepted into its mailbox but stops before handling: refused
     /// with `EngineUnavailable` (it was never applied here).
     fn refuse_unhandled(&self, order: &Order) {
@@ -387,8 +430,9 @@ impl Engine {
         );
     }
 
-    /// Applies an order (already checked) and schedules its acknowledgement.
-    fn apply(&mut self, order: &Order, ctx: &mut Context<Self>) {
+    /// Applies an order (already checked) and schedules its acknowledgement if this engine
+    /// answers. False if it was refused, or the log failed (the engine is stopping).
+    fn apply(&mut self, order: &Order, ctx: &mut Context<Self>) -> bool {
         let fill = match self.shard.apply(order) {
             Ok(fill) => fill,
             Err(reason) => {
@@ -405,12 +449,12 @@ impl Engine {
                     order.client_order_id(),
                     Outcome::Rejected(reason),
                 );
-                return;
+                return false;
             }
         };
         let seq = self.shard.applied();
-        let needs_ack = self.role() == Role::Primary || self.style == Style::OneWay;
-        if needs_ack {
+        let answers = self.answers();
+        if answers {
             self.pending.push_back(Pending {
                 seq,
                 client: order.client(),
@@ -423,8 +467,13 @@ impl Engine {
         if self.mode != LogMode::Fsync {
             // In memory, or already in the OS's hands (a buffered log maps its file).
             if let Err(e) = self.shard.commit() {
+                if !answers {
+                    // Not pending here (the standby would have answered it): refused now,
+                    // with everything pending, as the engine stops.
+                    self.refuse_unhandled(order);
+                }
                 self.fail(&e, ctx);
-                return;
+                return false;
             }
             self.committed = seq;
             self.release();
@@ -433,12 +482,15 @@ impl Engine {
             // If the send fails we are stopping; `stopping` flushes the log.
             let _ = ctx.myself().tell(WriteOut);
         }
+        true
     }
 
     /// Sends every acknowledgement the watermarks allow.
     fn release(&mut self) {
         let upto = match (self.role(), self.style) {
             (Role::Primary, Style::RequestReply) => self.committed.min(self.standby_committed),
+            // Without fsync it answers the client itself (see `standby_answers`).
+            (Role::Standby, Style::RequestReply) if self.standby_answers() => self.committed,
             (Role::Standby, Style::RequestReply) => {
                 // In fsync mode the flusher sends the watermark itself.
                 if self.mode != LogMode::Fsync && self.committed > self.reported {
@@ -489,6 +541,17 @@ impl Engine {
     /// everything applied so far is committed, or at once with `EngineUnavailable` if that can
     /// no longer be promised.
     fn answer_duplicate(&mut self, order: &Order) {
+        if self.role() == Role::Primary && !self.answers() {
+            // The standby answers for the pair: the resend goes behind everything sent to it.
+            let sent = self
+                .standby
+                .as_ref()
+                .is_some_and(|standby| standby.tell(AnswerDuplicate(*order)).is_ok());
+            if !sent {
+                self.refuse_unhandled(order);
+            }
+            return;
+        }
         let seq = self.shard.applied();
         let (client, client_order_id) = (order.client(), order.client_order_id());
         if self.standby_gone && seq > self.standby_committed {
@@ -563,20 +626,29 @@ impl Handler<Place> for Engine {
                 return;
             }
         }
-        if let Some(standby) = &self.standby {
-            let sent = match self.style {
-                Style::RequestReply => standby.tell(Replicate(order)).is_ok(),
-                Style::OneWay => standby.tell(ReplicateOneWay(order)).is_ok(),
-            };
-            if !sent {
-                // Without its standby the pair cannot promise two copies.
-                self.ack(
-                    order.client(),
-                    order.client_order_id(),
-                    Outcome::Rejected(RejectReason::EngineUnavailable),
-                );
-                return;
+        let Some(standby) = self.standby.clone() else {
+            self.apply(&order, ctx);
+            return;
+        };
+        if self.style == Style::RequestReply && self.standby_answers() {
+            // The standby answers for the pair, so the order is here before it goes there:
+            // an answer then promises both copies.
+            if self.apply(&order, ctx) && standby.tell(ReplicateAnswered(order)).is_err() {
+                // Without its standby the pair cannot promise two copies (the order stays in
+                // this engine's books: `EngineUnavailable` leaves its fate to recovery).
+                self.refuse_unhandled(&order);
             }
+            return;
+        }
+        // The standby matches and logs in parallel with this engine.
+        let sent = match self.style {
+            Style::RequestReply => standby.tell(Replicate(order)).is_ok(),
+            Style::OneWay => standby.tell(ReplicateAnswered(order)).is_ok(),
+        };
+        if !sent {
+            // Without its standby the pair cannot promise two copies.
+            self.refuse_unhandled(&order);
+            return;
         }
         self.apply(&order, ctx);
     }
@@ -593,14 +665,26 @@ impl Handler<Replicate> for Engine {
     }
 }
 
-impl Handler<ReplicateOneWay> for Engine {
-    fn handle(&mut self, ReplicateOneWay(order): ReplicateOneWay, ctx: &mut Context<Self>) {
+impl Handler<ReplicateAnswered> for Engine {
+    fn handle(&mut self, ReplicateAnswered(order): ReplicateAnswered, ctx: &mut Context<Self>) {
         self.apply(&order, ctx);
     }
 
-    /// The standby answers the client itself in one-way style: it stops with this order still
-    /// queued, so it refuses it.
-    fn undelivered(&mut self, ReplicateOneWay(order): ReplicateOneWay, _ctx: &mut Context<Self>) {
+    /// This standby answers the client itself: it stops with this order still queued, so it
+    /// refuses it.
+    fn undelivered(&mut self, ReplicateAnswered(order): ReplicateAnswered, _: &mut Context<Self>) {
+        self.refuse_unhandled(&order);
+    }
+}
+
+impl Handler<AnswerDuplicate> for Engine {
+    /// Everything the primary sent before this resend is applied (and, without fsync,
+    /// committed) here: the duplicate answer promises what an acceptance does.
+    fn handle(&mut self, AnswerDuplicate(order): AnswerDuplicate, _: &mut Context<Self>) {
+        self.answer_duplicate(&order);
+    }
+
+    fn undelivered(&mut self, AnswerDuplicate(order): AnswerDuplicate, _: &mut Context<Self>) {
         self.refuse_unhandled(&order);
     }
 }

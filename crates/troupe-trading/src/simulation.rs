@@ -32,8 +32,10 @@
 //!    acknowledgement is sent.
 //! 2. **No hang**: every attempt is answered while the exchange it went to lives: a client
 //!    that waits [`HANG`] of simulated time for an answer from a living exchange fails the run.
-//!    Within one exchange, each attempt is answered exactly once by the primary's side (and in
-//!    one-way style, an order the primary accepted once by the standby), never twice.
+//!    Within one exchange, each attempt is answered exactly once for the pair (request-reply:
+//!    by the primary with fsync, by the standby without, or by the primary if it refused the
+//!    order; one-way: once by the primary and, for an order the primary accepted, once by the
+//!    standby), never twice.
 //! 3. **Only expected answers**: a valid order is only ever accepted, refused with
 //!    `EngineUnavailable`, or (on a resend) reported a duplicate; all acceptances of one order
 //!    report the same fill.
@@ -817,12 +819,15 @@ struct Attempt {
 impl Attempt {
     /// True once it has every answer it will get (see the module note).
     fn complete(&self, style: Style) -> bool {
-        match self.primary {
-            None => false,
-            Some(Outcome::Rejected(_)) => true,
-            Some(Outcome::Accepted { .. }) => {
-                style == Style::RequestReply || self.standby.is_some()
-            }
+        match style {
+            // The pair answers once, from the engine that answers in its log mode (the primary
+            // with fsync, the standby without) or from the primary if it refused the order.
+            Style::RequestReply => self.primary.is_some() || self.standby.is_some(),
+            Style::OneWay => match self.primary {
+                None => false,
+                Some(Outcome::Rejected(_)) => true,
+                Some(Outcome::Accepted { .. }) => self.standby.is_some(),
+            },
         }
     }
 }
@@ -921,15 +926,17 @@ impl SimClient {
     /// True if the answers so far acknowledge the current order.
     fn acknowledged(&self) -> Option<AckedBy> {
         let mut accepted = None;
+        // In request-reply style the pair's one answer may come from either engine.
+        let for_the_pair = |role| role == Role::Primary || self.style == Style::RequestReply;
         for &(incarnation, role, outcome) in &self.answers {
-            match (role, outcome) {
-                (Role::Primary, Outcome::Rejected(RejectReason::DuplicateClientOrderId)) => {
+            match (for_the_pair(role), outcome) {
+                (true, Outcome::Rejected(RejectReason::DuplicateClientOrderId)) => {
                     return Some(AckedBy {
                         how: Acked::Duplicate,
                         process: incarnation,
                     });
                 }
-                (Role::Primary, Outcome::Accepted { filled }) => {
+                (true, Outcome::Accepted { filled }) => {
                     let by_standby = self.answers.iter().any(|&(i, r, o)| {
                         i == incarnation
                             && r == Role::Standby

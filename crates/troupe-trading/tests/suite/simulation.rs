@@ -105,7 +105,7 @@ fn request_reply_buffered() {
         "request_reply_buffered",
         Style::RequestReply,
         LogMode::Buffered,
-        &["3:pct3:csxb", "8:random:csxb"],
+        &["3:pct3:csxb", "8:random:csxb", "10:random:csxb"],
     );
     assert_exercised(&t, LogMode::Buffered);
 }
