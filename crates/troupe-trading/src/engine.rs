@@ -630,7 +630,7 @@ impl Handler<Place> for Engine {
             self.apply(&order, ctx);
             return;
         };
-        if self.style == Style::RequestReply && self.standby_answers() {
+        if !self.answers() {
             // The standby answers for the pair, so the order is here before it goes there:
             // an answer then promises both copies.
             if self.apply(&order, ctx) && standby.tell(ReplicateAnswered(order)).is_err() {

@@ -462,17 +462,13 @@ impl<'t, 'a, T: Target> Turn<'t, 'a, T> {
     /// Closes the mailbox and hands every message still in it to `each`, in order (a hand-off
     /// still owned first), with the turn's private state. Returns how many there were.
     pub(crate) fn close(&mut self, mut each: impl FnMut(&mut T::Private, Envelope<T>)) -> usize {
-        let state = &mut *self.state;
-        let private = &mut *state.private;
+        let (_, mut inbox, private) = self.parts();
         let mut closed = 0;
-        if let Some(handed) = state.handoff.take() {
+        if let Some(handed) = inbox.take_handoff() {
             closed += 1;
-            let at = handed.release();
-            // SAFETY: as in `Inbox::take_handoff`: the hand-off was built by this cell's `push`
-            // as an `Envelope<T>`; `release` gave this turn its ownership; read out once.
-            each(private, unsafe { Envelope::<T>::from_raw(at.read()) });
+            each(private, handed);
         }
-        state.rx.close(|envelope| {
+        inbox.rx.close(|envelope| {
             closed += 1;
             each(private, envelope);
         });

@@ -64,7 +64,7 @@ pub(crate) trait Deliver<T: Target>: Send + 'static {
 }
 
 /// What an envelope's `call` does with its payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Fate {
     /// `Deliver::deliver` to the target.
     Deliver,
@@ -140,29 +140,25 @@ impl<T: Target> Envelope<T> {
 
     /// Delivers the message to `target`.
     pub(crate) fn deliver(self, target: &mut T, ctx: &mut T::Ctx) {
-        let target: *mut T = target;
-        let ctx: *mut T::Ctx = ctx;
-        let mut this = mem::ManuallyDrop::new(self.raw);
-        // SAFETY: `call` matches the payload and, by the type of this envelope, the target;
-        // ManuallyDrop makes this its only release.
-        unsafe { (this.call)(&mut this.storage, target.cast(), ctx.cast(), Fate::Deliver) }
+        self.settle(target, ctx, Fate::Deliver);
     }
 
     /// Gives the message back to `target`, which will not handle it, for `why` (see
     /// [`Deliver::undelivered`]).
     pub(crate) fn undelivered(self, target: &mut T, ctx: &mut T::Ctx, why: Discard) {
+        self.settle(target, ctx, Fate::Return(why));
+    }
+
+    /// Delivers or gives back (`fate` is not `Discard`) to `target`.
+    #[inline(always)]
+    fn settle(self, target: &mut T, ctx: &mut T::Ctx, fate: Fate) {
         let target: *mut T = target;
         let ctx: *mut T::Ctx = ctx;
         let mut this = mem::ManuallyDrop::new(self.raw);
-        // SAFETY: as in `deliver`.
-        unsafe {
-            (this.call)(
-                &mut this.storage,
-                target.cast(),
-                ctx.cast(),
-                Fate::Return(why),
-            )
-        }
+        // SAFETY: `call` matches the payload and, by the type of this envelope, the target,
+        // whose pointers are valid and exclusive as `settle` requires; ManuallyDrop makes this
+        // its only release.
+        unsafe { (this.call)(&mut this.storage, target.cast(), ctx.cast(), fate) }
     }
 
     /// Discards the message for `why` (an asker learns the reason).

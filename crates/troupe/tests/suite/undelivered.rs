@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use crate::common::{Counted, DropCounter, LONG};
+use crate::common::{quiet_panics_on_purpose, Counted, DropCounter, LONG};
 use troupe::{
     Actor, AskError, Context, Deferred, DeferredHandler, Handler, Message, Placement, System,
 };
@@ -92,15 +92,6 @@ impl DeferredHandler<Later> for Held {
     fn undelivered(&mut self, msg: Later, _: &mut Context<Self>) {
         self.back.lock().unwrap().push(1000 + msg.0);
     }
-}
-
-fn quiet_panics() {
-    std::panic::set_hook(Box::new(|info| {
-        let msg = info.to_string();
-        if !msg.contains("on purpose") {
-            eprintln!("{msg}");
-        }
-    }));
 }
 
 /// Spawns a `Held` (on `placement`) in `system`, tells it `Hold(then)`, and, while it holds,
@@ -186,7 +177,7 @@ fn tells_left_at_a_stop_come_back_in_order_and_asks_are_told_stopped() {
 
 #[test]
 fn a_failed_actor_gets_its_tells_back() {
-    quiet_panics();
+    quiet_panics_on_purpose();
     let all = [1, 2, 3, 1004];
     expect_back(
         System::new(),
@@ -214,7 +205,7 @@ fn a_stop_from_outside_gives_the_queued_tells_back() {
 /// Job 2's hook panics; the others still come back, and job 2 is dropped all the same.
 #[test]
 fn a_panicking_hook_does_not_stop_the_rest() {
-    quiet_panics();
+    quiet_panics_on_purpose();
     expect_back(
         System::new(),
         Placement::Pool,
