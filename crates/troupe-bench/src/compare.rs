@@ -23,7 +23,7 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::report::{human, params_text, summarize, Machine, Record, Runner};
+use crate::report::{human, params_text, summarize, Machine, Record, Runner, CORE_TO_CORE};
 
 /// The scenarios a comparison can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -755,12 +755,14 @@ pub fn gather(runner: &Runner, options: &CompareOptions) -> Result<Comparison> {
                     contender.name,
                     own_case.key()
                 ));
+                let apart = troupe_results::probe::core_to_core_ns();
                 let outcome = run_process(contender, own_case, warmup, reps, options.timeout);
                 done += 1;
                 let key_case = case.key();
                 match outcome {
                     Outcome::Records(records) => {
-                        for r in records {
+                        for mut r in records {
+                            note_cores_apart(&mut r, apart);
                             let slot = table
                                 .entry((key_case.clone(), r.metric.clone()))
                                 .or_default()
@@ -860,6 +862,41 @@ pub fn gather(runner: &Runner, options: &CompareOptions) -> Result<Comparison> {
     })
 }
 
+/// Gives every repetition of `r` the distance between two cores measured right before its
+/// process started (see `troupe_results::probe`), unless the process measured its own just
+/// before the repetition (troupe does). A JVM process runs all its repetitions after the one
+/// figure: each gets it. Without a figure nothing changes.
+fn note_cores_apart(r: &mut Record, apart: Option<f64>) {
+    let Some(ns) = apart else { return };
+    if r.counters.len() != r.samples.len() {
+        r.counters = vec![Map::new(); r.samples.len()];
+    }
+    for counters in &mut r.counters {
+        counters
+            .entry(CORE_TO_CORE)
+            .or_insert_with(|| json!((ns * 10.0).round() / 10.0));
+    }
+}
+
+/// The range of the core-to-core figures of a contender's repetitions (`41-44 ns`), or an
+/// empty string if none was measured.
+fn cores_apart_range(counters: &[Map<String, Value>]) -> String {
+    let figures: Vec<f64> = counters
+        .iter()
+        .filter_map(|c| c.get(CORE_TO_CORE).and_then(Value::as_f64))
+        .collect();
+    if figures.is_empty() {
+        return String::new();
+    }
+    let min = figures.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = figures.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if (max - min).abs() < 0.5 {
+        format!("{min:.0} ns")
+    } else {
+        format!("{min:.0}-{max:.0} ns")
+    }
+}
+
 /// `, about 3 min 20 s left` from the average time of the `done` steps so far; nothing before
 /// the first step is done.
 fn time_left(elapsed: std::time::Duration, done: usize, total: usize) -> String {
@@ -912,7 +949,11 @@ fn render_markdown(
     md.push_str(&format!(
         "{repeat} repetitions per contender, interleaved one process each (A B C A B C ...); \
          JVM contenders ran their repetitions in one process after one warm-up repetition. \
-         `x troupe` is how many times better troupe's median is (above 1: troupe ahead).\n\n"
+         `x troupe` is how many times better troupe's median is (above 1: troupe ahead). \
+         `cores apart` is the range, over the contender's repetitions, of the time a cache line \
+         took to cross between two cores right before each (half a round trip): a virtual \
+         machine's host moves its CPUs between neighbouring and distant cores, and every \
+         message between cores pays that crossing.\n\n"
     ));
     for ((key, metric), by_contender) in table {
         let unit = by_contender
@@ -926,8 +967,8 @@ fn render_markdown(
             "lower is better"
         };
         md.push_str(&format!("## {key}: {metric} ({unit}, {better})\n\n"));
-        md.push_str("| contender | median | min | max | n | x troupe | notes |\n");
-        md.push_str("|---|---:|---:|---:|---:|---:|---|\n");
+        md.push_str("| contender | median | min | max | n | x troupe | cores apart | notes |\n");
+        md.push_str("|---|---:|---:|---:|---:|---:|---:|---|\n");
         let troupe = by_contender
             .get("troupe")
             .filter(|g| !g.samples.is_empty())
@@ -945,7 +986,7 @@ fn render_markdown(
         });
         for (name, g) in rows {
             if let Some(why) = &g.failure {
-                md.push_str(&format!("| {name} | failed | | | | | {why} |\n"));
+                md.push_str(&format!("| {name} | failed | | | | | | {why} |\n"));
                 continue;
             }
             let (median, min, max) = summarize(&g.samples);
@@ -971,11 +1012,12 @@ fn render_markdown(
                 g.notes.replace('|', "/")
             };
             md.push_str(&format!(
-                "| {name} | {} | {} | {} | {} | {ratio} | {notes} |\n",
+                "| {name} | {} | {} | {} | {} | {ratio} | {} | {notes} |\n",
                 human(median),
                 human(min),
                 human(max),
-                g.samples.len()
+                g.samples.len(),
+                cores_apart_range(&g.counters),
             ));
         }
         md.push('\n');
@@ -1038,6 +1080,45 @@ pub fn validate(options: &CompareOptions) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record(samples: Vec<f64>) -> Record {
+        Record::new(
+            "counter",
+            "throughput",
+            "go",
+            Map::new(),
+            "msgs/s",
+            samples,
+            "",
+        )
+    }
+
+    #[test]
+    fn each_repetition_gets_the_probe_unless_it_measured_its_own() {
+        // A peer's process: no counters; every repetition gets the harness's figure.
+        let mut peer = record(vec![1.0, 2.0]);
+        note_cores_apart(&mut peer, Some(41.26));
+        assert_eq!(peer.counters.len(), 2);
+        assert!(peer.counters.iter().all(|c| c[CORE_TO_CORE] == json!(41.3)));
+        // troupe's process measured its own right before its repetition: kept.
+        let mut own = record(vec![1.0]);
+        let mut counters = Map::new();
+        counters.insert(CORE_TO_CORE.into(), json!(190.0));
+        counters.insert("turns".into(), json!(7));
+        own.counters = vec![counters];
+        note_cores_apart(&mut own, Some(40.0));
+        assert_eq!(own.counters[0][CORE_TO_CORE], json!(190.0));
+        assert_eq!(own.counters[0]["turns"], json!(7));
+        // No figure: nothing changes.
+        let mut none = record(vec![1.0]);
+        note_cores_apart(&mut none, None);
+        assert!(none.counters.is_empty());
+        assert_eq!(cores_apart_range(&none.counters), "");
+        assert_eq!(cores_apart_range(&peer.counters), "41 ns");
+        let mut both = peer.counters.clone();
+        both.extend(own.counters);
+        assert_eq!(cores_apart_range(&both), "41-190 ns");
+    }
 
     #[test]
     fn time_left_is_estimated_from_the_steps_done() {

@@ -16,6 +16,10 @@ pub use troupe_results::{human, params_text, summarize, Machine, Record};
 /// The runtime's counters over one repetition, as written into a record (`Record::counters`).
 pub type Counters = Map<String, Value>;
 
+/// The counter holding how far apart two cores were right before the repetition: half a round
+/// trip of a cache line between them, in nanoseconds (`troupe_results::probe`).
+pub const CORE_TO_CORE: &str = "core_to_core_ns";
+
 /// How repetitions are run and results printed.
 #[derive(Debug, Clone)]
 pub struct Runner {
@@ -57,7 +61,9 @@ impl Runner {
     /// As `measure`, and the default pool's counters over each measured repetition (see
     /// [`counters_between`]): `once` also returns the messages the system's actors handled in it.
     /// Before the first repetition and after each, it waits (microseconds; at most a second)
-    /// until no worker runs a turn, so the counters hold every turn of the repetition.
+    /// until no worker runs a turn, so the counters hold every turn of the repetition. Right
+    /// before each repetition it measures how far apart two cores are
+    /// (`troupe_results::probe`), kept as [`CORE_TO_CORE`].
     pub fn measure_counted<const METRICS: usize>(
         &self,
         label: &str,
@@ -67,9 +73,14 @@ impl Runner {
         let mut counts = Vec::with_capacity(self.warmup + self.repeat);
         let mut before = settled_pool(system);
         let samples = self.measure(label, || {
+            let apart = troupe_results::probe::core_to_core_ns();
             let (values, messages) = once()?;
             let after = settled_pool(system);
-            counts.push(counters_between(&before, &after, messages));
+            let mut counters = counters_between(&before, &after, messages);
+            if let Some(ns) = apart {
+                counters.insert(CORE_TO_CORE.into(), json!((ns * 10.0).round() / 10.0));
+            }
+            counts.push(counters);
             before = after;
             Ok(values)
         })?;

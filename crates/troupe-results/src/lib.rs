@@ -8,6 +8,7 @@
 //! self-contained HTML page with a chart and a table per scenario.
 
 mod output;
+pub mod probe;
 mod read;
 mod schema;
 mod stats;

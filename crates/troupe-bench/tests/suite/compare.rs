@@ -102,6 +102,17 @@ fn quick_compare_every_available_contender_validates() {
         assert_eq!(r["validated"], Value::Bool(true), "{r}");
         assert!(!r["samples"].as_array().unwrap().is_empty(), "{r}");
         assert!(r["median"].as_f64().unwrap() >= 0.0, "{r}");
+        // Every repetition of every contender says how far apart two cores were right
+        // before it (the test machines have two CPUs or more).
+        let samples = r["samples"].as_array().unwrap().len();
+        let counters = r["counters"].as_array().map_or(&[][..], Vec::as_slice);
+        assert_eq!(counters.len(), samples, "a figure per repetition: {r}");
+        for c in counters {
+            assert!(
+                c["core_to_core_ns"].as_f64().is_some_and(|ns| ns > 0.0),
+                "{r}"
+            );
+        }
         seen.entry(r["contender"].as_str().unwrap().to_owned())
             .or_default()
             .insert(r["scenario"].as_str().unwrap().to_owned());
@@ -154,6 +165,8 @@ fn quick_compare_every_available_contender_validates() {
     for r in &troupe_fanout {
         assert_eq!(r["params"]["from"], "thread", "{r}");
     }
+    let table = std::fs::read_to_string(folder.join("results.md")).unwrap();
+    assert!(table.contains("| cores apart |"), "{table}");
     let page = std::fs::read_to_string(folder.join("index.html")).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<svg"));
     assert!(

@@ -9,7 +9,10 @@
 //! `throughput_ratio` record whose samples are the repetitions' ratios, and a `cpu_ratio`
 //! record: the threads' CPU time per order / troupe's, within each repetition (CPU time per
 //! order does not depend on how much of the machine other work leaves each contender: 40
-//! client threads get a larger share of a busy machine than troupe's 2 workers).
+//! client threads get a larger share of a busy machine than troupe's 2 workers). Each
+//! repetition's line also says how far apart two cores were right before it
+//! (`troupe_results::probe`): on a virtual machine the host moves the CPUs between
+//! neighbouring and distant cores, and both contenders slow down on distant ones.
 
 use anyhow::Result;
 use serde_json::json;
@@ -66,6 +69,7 @@ pub fn run(
                 .collect();
             for rep in 0..setup.warmup + setup.repeat {
                 let is_measured = rep >= setup.warmup;
+                let apart = troupe_results::probe::core_to_core_ns();
                 let cpu_before = bench::cpu_us();
                 let base = baseline::once(setup, Kind::Threads, log, clients, orders);
                 let base_cpu = (bench::cpu_us() - cpu_before) / measured as f64;
@@ -85,9 +89,10 @@ pub fn run(
                     }
                 };
                 let mut line = format!(
-                    "{what}, repetition {}{}: threads {:.2} M ({:.2} us CPU per order)",
+                    "{what}, repetition {}{}{}: threads {:.2} M ({:.2} us CPU per order)",
                     rep + 1,
                     if is_measured { "" } else { " (warm-up)" },
+                    apart.map_or(String::new(), |ns| format!(" (cores {ns:.0} ns apart)")),
                     base / 1e6,
                     base_cpu,
                 );
