@@ -1021,8 +1021,102 @@ fn render_markdown(
             ));
         }
         md.push('\n');
+        if let Some(line) = by_distance(by_contender, higher_is_better(&unit)) {
+            md.push_str(&line);
+            md.push_str("\n\n");
+        }
     }
     md
+}
+
+/// A contender's samples on near cores, and on far ones.
+type NearFar = (Vec<f64>, Vec<f64>);
+
+/// Where a table's repetitions ran on near cores and on far ones (see `probe`), each
+/// contender's median on each, and troupe's ratio to each within the same kind of pair:
+/// `None` if every repetition ran on the same kind. A repetition ran on far cores if its
+/// figure was more than twice the smallest of the table.
+fn by_distance(by_contender: &BTreeMap<String, Gathered>, higher_better: bool) -> Option<String> {
+    let apart = |g: &Gathered| -> Vec<Option<f64>> {
+        if g.counters.len() != g.samples.len() {
+            return vec![None; g.samples.len()];
+        }
+        g.counters
+            .iter()
+            .map(|c| c.get(CORE_TO_CORE).and_then(Value::as_f64))
+            .collect()
+    };
+    let closest = by_contender
+        .values()
+        .flat_map(&apart)
+        .flatten()
+        .fold(f64::INFINITY, f64::min);
+    if !closest.is_finite() {
+        return None;
+    }
+    let far_from = 2.0 * closest;
+    // contender -> its samples on near cores and on far ones; and the figures of each kind.
+    let mut split: BTreeMap<&str, NearFar> = BTreeMap::new();
+    let (mut near_ns, mut far_ns) = (Vec::new(), Vec::new());
+    for (name, g) in by_contender {
+        if g.failure.is_some() {
+            continue;
+        }
+        for (sample, ns) in g.samples.iter().zip(apart(g)) {
+            let Some(ns) = ns else { continue };
+            let entry = split.entry(name.as_str()).or_default();
+            if ns > far_from {
+                entry.1.push(*sample);
+                far_ns.push(ns);
+            } else {
+                entry.0.push(*sample);
+                near_ns.push(ns);
+            }
+        }
+    }
+    if near_ns.is_empty() || far_ns.is_empty() {
+        return None;
+    }
+    let range = |v: &[f64]| {
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{min:.0}-{max:.0} ns")
+    };
+    let kind = |pick: fn(&NearFar) -> &Vec<f64>| -> String {
+        let troupe = split
+            .get("troupe")
+            .map(pick)
+            .filter(|v| !v.is_empty())
+            .map(|v| summarize(v).0);
+        let parts: Vec<String> = split
+            .iter()
+            .filter(|(_, v)| !pick(v).is_empty())
+            .map(|(name, v)| {
+                let median = summarize(pick(v)).0;
+                let ratio = match troupe {
+                    Some(t) if *name != "troupe" && median > 0.0 && t > 0.0 => {
+                        let r = if higher_better {
+                            t / median
+                        } else {
+                            median / t
+                        };
+                        format!(", x troupe {r:.2}")
+                    }
+                    _ => String::new(),
+                };
+                format!("{name} {} (n={}{ratio})", human(median), pick(v).len())
+            })
+            .collect();
+        parts.join("; ")
+    };
+    Some(format!(
+        "By how far apart the cores were (far: more than twice the closest figure): near \
+         ({}): {}. Far ({}): {}.",
+        range(&near_ns),
+        kind(|v| &v.0),
+        range(&far_ns),
+        kind(|v| &v.1),
+    ))
 }
 
 /// The peers folder: `--peers-dir`, else `./peers`, else the one next to this crate's sources.
@@ -1091,6 +1185,51 @@ mod tests {
             samples,
             "",
         )
+    }
+
+    fn gathered(samples: &[f64], apart: &[f64]) -> Gathered {
+        Gathered {
+            unit: "msgs/s".into(),
+            samples: samples.to_vec(),
+            counters: apart
+                .iter()
+                .map(|ns| {
+                    let mut c = Map::new();
+                    c.insert(CORE_TO_CORE.into(), json!(ns));
+                    c
+                })
+                .collect(),
+            ..Gathered::default()
+        }
+    }
+
+    #[test]
+    fn medians_are_split_by_how_far_apart_the_cores_were() {
+        let mut table = BTreeMap::new();
+        table.insert(
+            "troupe".to_owned(),
+            gathered(
+                &[50e6, 56e6, 25e6, 27e6, 55e6],
+                &[24.0, 30.0, 200.0, 210.0, 26.0],
+            ),
+        );
+        table.insert(
+            "go".to_owned(),
+            gathered(&[28e6, 22e6, 21e6], &[25.0, 190.0, 205.0]),
+        );
+        let line = by_distance(&table, true).expect("both kinds of pair");
+        assert!(
+            line.contains("near (24-30 ns): go 28.0M (n=1, x troupe 1.96); troupe 55.0M (n=3)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("Far (190-210 ns): go 21.5M (n=2, x troupe 1.21); troupe 26.0M (n=2)"),
+            "{line}"
+        );
+        // Every repetition on the same kind of pair: nothing to split.
+        let mut near = BTreeMap::new();
+        near.insert("troupe".to_owned(), gathered(&[50e6, 56e6], &[24.0, 40.0]));
+        assert_eq!(by_distance(&near, true), None);
     }
 
     #[test]
