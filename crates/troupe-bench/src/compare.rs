@@ -1080,7 +1080,11 @@ fn by_distance(by_contender: &BTreeMap<String, Gathered>, higher_better: bool) -
     let range = |v: &[f64]| {
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        format!("{min:.0}-{max:.0} ns")
+        if max - min < 0.5 {
+            format!("{min:.0} ns")
+        } else {
+            format!("{min:.0}-{max:.0} ns")
+        }
     };
     let kind = |pick: fn(&NearFar) -> &Vec<f64>| -> String {
         let troupe = split
@@ -1218,6 +1222,10 @@ mod tests {
             gathered(&[28e6, 22e6, 21e6], &[25.0, 190.0, 205.0]),
         );
         let line = by_distance(&table, true).expect("both kinds of pair");
+        let mut one_far = BTreeMap::new();
+        one_far.insert("troupe".to_owned(), gathered(&[50e6, 25e6], &[24.0, 200.0]));
+        let one = by_distance(&one_far, true).expect("both kinds of pair");
+        assert!(one.contains("near (24 ns): troupe 50.0M (n=1)"), "{one}");
         assert!(
             line.contains("near (24-30 ns): go 28.0M (n=1, x troupe 1.96); troupe 55.0M (n=3)"),
             "{line}"
