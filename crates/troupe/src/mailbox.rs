@@ -760,6 +760,9 @@ impl<T> Consumer<'_, T> {
     /// must be the turn's last access to the actor.
     #[inline]
     pub(crate) fn try_idle(&mut self) -> bool {
+        // The compare-and-swap below writes the tail's line, which producers on another core
+        // may hold: fetched once, to write, rather than once for the read and again for it.
+        self.mailbox.prefetch_for_push();
         self.publish();
         // Nothing unread and no signal pending: the tail is our head, plus CLOSED if we closed.
         let tail = self.mailbox.tail.load(Ordering::Relaxed);
