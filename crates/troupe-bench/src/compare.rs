@@ -23,7 +23,9 @@ use anyhow::{anyhow, bail, Context as _, Result};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::report::{human, params_text, summarize, Machine, Record, Runner, CORE_TO_CORE};
+use crate::report::{
+    core_to_core_value, human, params_text, summarize, Machine, Record, Runner, CORE_TO_CORE,
+};
 
 /// The scenarios a comparison can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -874,27 +876,47 @@ fn note_cores_apart(r: &mut Record, apart: Option<f64>) {
     for counters in &mut r.counters {
         counters
             .entry(CORE_TO_CORE)
-            .or_insert_with(|| json!((ns * 10.0).round() / 10.0));
+            .or_insert_with(|| core_to_core_value(ns));
     }
 }
 
 /// The range of the core-to-core figures of a contender's repetitions (`41-44 ns`), or an
 /// empty string if none was measured.
 fn cores_apart_range(counters: &[Map<String, Value>]) -> String {
-    let figures: Vec<f64> = counters
-        .iter()
-        .filter_map(|c| c.get(CORE_TO_CORE).and_then(Value::as_f64))
-        .collect();
+    let figures: Vec<f64> = counters.iter().filter_map(cores_apart).collect();
     if figures.is_empty() {
         return String::new();
     }
+    ns_range(&figures)
+}
+
+/// A repetition's core-to-core figure, if it has one.
+fn cores_apart(counters: &Map<String, Value>) -> Option<f64> {
+    counters.get(CORE_TO_CORE).and_then(Value::as_f64)
+}
+
+/// `41-44 ns`, or `41 ns` when they round alike; `figures` is not empty.
+fn ns_range(figures: &[f64]) -> String {
     let min = figures.iter().copied().fold(f64::INFINITY, f64::min);
     let max = figures.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if (max - min).abs() < 0.5 {
+    if max - min < 0.5 {
         format!("{min:.0} ns")
     } else {
         format!("{min:.0}-{max:.0} ns")
     }
+}
+
+/// How many times better troupe's median `troupe` is than `median` (above 1: troupe ahead);
+/// `None` unless both are positive.
+fn times_troupe(troupe: f64, median: f64, higher_better: bool) -> Option<f64> {
+    if median <= 0.0 || troupe <= 0.0 {
+        return None;
+    }
+    Some(if higher_better {
+        troupe / median
+    } else {
+        median / troupe
+    })
 }
 
 /// `, about 3 min 20 s left` from the average time of the `done` steps so far; nothing before
@@ -990,17 +1012,9 @@ fn render_markdown(
                 continue;
             }
             let (median, min, max) = summarize(&g.samples);
-            let ratio = match troupe {
-                Some(t) if median > 0.0 && t > 0.0 => {
-                    let r = if higher_is_better(&unit) {
-                        t / median
-                    } else {
-                        median / t
-                    };
-                    format!("{r:.2}")
-                }
-                _ => String::new(),
-            };
+            let ratio = troupe
+                .and_then(|t| times_troupe(t, median, higher_is_better(&unit)))
+                .map_or(String::new(), |r| format!("{r:.2}"));
             let describe = contenders
                 .iter()
                 .find(|c| &c.name == name)
@@ -1041,10 +1055,7 @@ fn by_distance(by_contender: &BTreeMap<String, Gathered>, higher_better: bool) -
         if g.counters.len() != g.samples.len() {
             return vec![None; g.samples.len()];
         }
-        g.counters
-            .iter()
-            .map(|c| c.get(CORE_TO_CORE).and_then(Value::as_f64))
-            .collect()
+        g.counters.iter().map(cores_apart).collect()
     };
     let closest = by_contender
         .values()
@@ -1077,15 +1088,6 @@ fn by_distance(by_contender: &BTreeMap<String, Gathered>, higher_better: bool) -
     if near_ns.is_empty() || far_ns.is_empty() {
         return None;
     }
-    let range = |v: &[f64]| {
-        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if max - min < 0.5 {
-            format!("{min:.0} ns")
-        } else {
-            format!("{min:.0}-{max:.0} ns")
-        }
-    };
     let kind = |pick: fn(&NearFar) -> &Vec<f64>| -> String {
         let troupe = split
             .get("troupe")
@@ -1097,17 +1099,10 @@ fn by_distance(by_contender: &BTreeMap<String, Gathered>, higher_better: bool) -
             .filter(|(_, v)| !pick(v).is_empty())
             .map(|(name, v)| {
                 let median = summarize(pick(v)).0;
-                let ratio = match troupe {
-                    Some(t) if *name != "troupe" && median > 0.0 && t > 0.0 => {
-                        let r = if higher_better {
-                            t / median
-                        } else {
-                            median / t
-                        };
-                        format!(", x troupe {r:.2}")
-                    }
-                    _ => String::new(),
-                };
+                let ratio = troupe
+                    .filter(|_| *name != "troupe")
+                    .and_then(|t| times_troupe(t, median, higher_better))
+                    .map_or(String::new(), |r| format!(", x troupe {r:.2}"));
                 format!("{name} {} (n={}{ratio})", human(median), pick(v).len())
             })
             .collect();
@@ -1116,9 +1111,9 @@ fn by_distance(by_contender: &BTreeMap<String, Gathered>, higher_better: bool) -
     Some(format!(
         "By how far apart the cores were (far: more than twice the closest figure): near \
          ({}): {}. Far ({}): {}.",
-        range(&near_ns),
+        ns_range(&near_ns),
         kind(|v| &v.0),
-        range(&far_ns),
+        ns_range(&far_ns),
         kind(|v| &v.1),
     ))
 }

@@ -20,6 +20,11 @@ pub type Counters = Map<String, Value>;
 /// trip of a cache line between them, in nanoseconds (`troupe_results::probe`).
 pub const CORE_TO_CORE: &str = "core_to_core_ns";
 
+/// A core-to-core figure as recorded: nanoseconds to one decimal.
+pub fn core_to_core_value(ns: f64) -> Value {
+    json!((ns * 10.0).round() / 10.0)
+}
+
 /// How repetitions are run and results printed.
 #[derive(Debug, Clone)]
 pub struct Runner {
@@ -78,7 +83,7 @@ impl Runner {
             let after = settled_pool(system);
             let mut counters = counters_between(&before, &after, messages);
             if let Some(ns) = apart {
-                counters.insert(CORE_TO_CORE.into(), json!((ns * 10.0).round() / 10.0));
+                counters.insert(CORE_TO_CORE.into(), core_to_core_value(ns));
             }
             counts.push(counters);
             before = after;

@@ -408,6 +408,17 @@ impl Engine {
         }
     }
 
+    /// Tells the standby `msg`; false if there is none or it has stopped. (A borrow, not a
+    /// clone of its address: no reference count touched per order.)
+    fn tell_standby<M: Message>(&self, msg: M) -> bool
+    where
+        Engine: Handler<M>,
+    {
+        self.standby
+            .as_ref()
+            .is_some_and(|standby| standby.tell(msg).is_ok())
+    }
+
     /// An order this engine accepted into its mailbox but stops before handling: refused
     /// with `EngineUnavailable` (it was never applied here).
     fn refuse_unhandled(&self, order: &Order) {
@@ -543,11 +554,7 @@ impl Engine {
     fn answer_duplicate(&mut self, order: &Order) {
         if self.role() == Role::Primary && !self.answers() {
             // The standby answers for the pair: the resend goes behind everything sent to it.
-            let sent = self
-                .standby
-                .as_ref()
-                .is_some_and(|standby| standby.tell(AnswerDuplicate(*order)).is_ok());
-            if !sent {
+            if !self.tell_standby(AnswerDuplicate(*order)) {
                 self.refuse_unhandled(order);
             }
             return;
@@ -626,14 +633,14 @@ impl Handler<Place> for Engine {
                 return;
             }
         }
-        let Some(standby) = self.standby.clone() else {
+        if self.standby.is_none() {
             self.apply(&order, ctx);
             return;
-        };
+        }
         if !self.answers() {
             // The standby answers for the pair, so the order is here before it goes there:
             // an answer then promises both copies.
-            if self.apply(&order, ctx) && standby.tell(ReplicateAnswered(order)).is_err() {
+            if self.apply(&order, ctx) && !self.tell_standby(ReplicateAnswered(order)) {
                 // Without its standby the pair cannot promise two copies (the order stays in
                 // this engine's books: `EngineUnavailable` leaves its fate to recovery).
                 self.refuse_unhandled(&order);
@@ -642,8 +649,8 @@ impl Handler<Place> for Engine {
         }
         // The standby matches and logs in parallel with this engine.
         let sent = match self.style {
-            Style::RequestReply => standby.tell(Replicate(order)).is_ok(),
-            Style::OneWay => standby.tell(ReplicateAnswered(order)).is_ok(),
+            Style::RequestReply => self.tell_standby(Replicate(order)),
+            Style::OneWay => self.tell_standby(ReplicateAnswered(order)),
         };
         if !sent {
             // Without its standby the pair cannot promise two copies.

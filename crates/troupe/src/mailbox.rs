@@ -491,13 +491,14 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// Asks the core for the tail's cache line in the state a write needs, ahead of a push's
-    /// first read of it. Without it, when another core wrote the line last (producers on two
-    /// cores, or an owner that went idle there), the push's read fetches the line to share it
-    /// and its compare-and-swap then fetches it again to own it: two crossings between cores
-    /// where one will do. Only a hint (x86-64's `prefetchw`); nothing elsewhere.
+    /// Asks the core for the tail's cache line in the state a write needs, ahead of a first
+    /// read of it by a push or by the consumer going idle. Without it, when another core wrote
+    /// the line last (producers on two cores, or an owner that went idle there), the read
+    /// fetches the line to share it and the compare-and-swap then fetches it again to own it:
+    /// two crossings between cores where one will do. Only a hint (x86-64's `prefetchw`);
+    /// nothing elsewhere.
     #[inline(always)]
-    pub(crate) fn prefetch_for_push(&self) {
+    pub(crate) fn prefetch_tail_for_write(&self) {
         #[cfg(all(target_arch = "x86_64", not(troupe_loom)))]
         // SAFETY: a prefetch reads and writes nothing and cannot fault; the address is that of
         // a live field.
@@ -762,7 +763,7 @@ impl<T> Consumer<'_, T> {
     pub(crate) fn try_idle(&mut self) -> bool {
         // The compare-and-swap below writes the tail's line, which producers on another core
         // may hold: fetched once, to write, rather than once for the read and again for it.
-        self.mailbox.prefetch_for_push();
+        self.mailbox.prefetch_tail_for_write();
         self.publish();
         // Nothing unread and no signal pending: the tail is our head, plus CLOSED if we closed.
         let tail = self.mailbox.tail.load(Ordering::Relaxed);

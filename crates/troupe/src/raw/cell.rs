@@ -145,7 +145,7 @@ impl<T: Target> Cell<T> {
     /// later goes to the mailbox, which the turn reads after the hand-off.
     #[inline]
     pub(crate) fn push<P: Deliver<T>>(&self, payload: P) -> Result<(), P> {
-        self.mailbox.prefetch_for_push();
+        self.mailbox.prefetch_tail_for_write();
         let envelope = Envelope::new(payload);
         if self.mailbox.looks_open_idle() {
             if let Some(permit) = run_next::permit_for(&self.header.executor) {
@@ -167,7 +167,7 @@ impl<T: Target> Cell<T> {
     /// each message out of the mailbox.
     #[inline]
     pub(crate) fn push_queued<P: Deliver<T>>(&self, payload: P) -> Result<(), P> {
-        self.mailbox.prefetch_for_push();
+        self.mailbox.prefetch_tail_for_write();
         self.enqueue(Envelope::new(payload))
     }
 
