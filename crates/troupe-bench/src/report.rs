@@ -201,6 +201,8 @@ fn counters_between(before: &PoolMetrics, after: &PoolMetrics, messages: u64) ->
         "messages_per_turn": (per_turn * 10.0).round() / 10.0,
         "steals": after.steals.saturating_sub(before.steals),
         "parks": after.parks.saturating_sub(before.parks),
+        "width": after.width,
+        "width_changes": after.width_changes.saturating_sub(before.width_changes),
     });
     match value {
         Value::Object(map) => map,

@@ -257,6 +257,7 @@ struct Pool {
     steals: u64,
     parks: u64,
     injected_waiting: usize,
+    width: usize,
 }
 
 impl From<PoolMetrics> for Pool {
@@ -269,6 +270,7 @@ impl From<PoolMetrics> for Pool {
             steals: p.steals,
             parks: p.parks,
             injected_waiting: p.injected_waiting,
+            width: p.width,
         }
     }
 }

@@ -114,4 +114,9 @@ pub struct PoolMetrics {
     pub idle_workers: usize,
     /// Actors waiting in the pool's global queue.
     pub injected_waiting: usize,
+    /// Workers taking work at this moment: fewer than `workers` while the pool runs narrowed
+    /// (`SystemBuilder::narrowing`).
+    pub width: usize,
+    /// Times the pool's width changed (each trial of another width counts, and each return).
+    pub width_changes: u64,
 }

@@ -77,6 +77,8 @@ pub struct SystemBuilder {
     waiters_help: bool,
     /// See [`SystemBuilder::tasks_help`].
     tasks_help: bool,
+    /// See [`SystemBuilder::narrowing`].
+    narrowing: bool,
 }
 
 impl Default for SystemBuilder {
@@ -92,6 +94,7 @@ impl Default for SystemBuilder {
             observe: None,
             waiters_help: true,
             tasks_help: false,
+            narrowing: std::env::var_os("TROUPE_NARROWING").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -312,6 +315,24 @@ impl SystemBuilder {
         self
     }
 
+    /// Whether a pool of two workers or more runs on only as many of them as handle the most
+    /// messages (default: yes). A monitor thread per pool measures the messages handled every
+    /// few milliseconds, now and then tries one worker fewer or more, and keeps what handles
+    /// clearly more; the workers it sets aside hand back what they hold and park. Where actors
+    /// mostly pass messages (and every message that crosses between cores moves cache lines)
+    /// fewer workers often handle more; where handlers do real work, more do. A turn that
+    /// holds its worker for long while work waits widens the pool at once. The blocking pool
+    /// never narrows.
+    ///
+    /// ```
+    /// let system = troupe::System::builder().workers(2).narrowing(false).build().unwrap();
+    /// system.shutdown();
+    /// ```
+    pub fn narrowing(mut self, narrowing: bool) -> Self {
+        self.narrowing = narrowing;
+        self
+    }
+
     /// Starts the threads (the default pool's, the timer's, and the async runtime's unless one
     /// was given). Every setting is checked first.
     ///
@@ -448,6 +469,7 @@ impl SystemBuilder {
                     io: Some(io.clone()),
                     waiters_help: self.waiters_help,
                     tasks_help: self.tasks_help,
+                    narrowing: self.narrowing,
                 };
                 PoolEntry::new(name, config)
             })
@@ -971,6 +993,8 @@ impl System {
                         helped_turns: c.helped,
                         idle_workers: c.idle_workers,
                         injected_waiting: c.injected_waiting,
+                        width: c.width,
+                        width_changes: c.width_changes,
                     }
                 }
                 // Not started, or simulated (no threads, no counters).

@@ -414,6 +414,7 @@ impl<'a, T: Target> TurnState<'a, T> {
             self.cell
                 .processed
                 .store(before + self.handled, Ordering::Relaxed);
+            super::run_next::note_handled(self.handled);
             self.handled = 0;
         }
     }

@@ -24,10 +24,14 @@
 use std::cell::{Cell, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
 
 use super::cell::{Header, Ran, Runnable};
 use super::envelope::RawEnvelope;
 use super::Executor;
+use crate::loom::{AtomicU64, Ordering};
 
 /// The calling worker's run-next position, and the executor (pool) whose actors it runs.
 #[derive(Clone, Copy)]
@@ -102,6 +106,24 @@ pub(crate) fn put_here(runnable: Runnable) -> Result<(), Runnable> {
     // since the executor matched; used only on this thread within this call.
     let next = unsafe { &*current.next };
     next.put(runnable)
+}
+
+/// Counts `handled` messages for the calling thread's worker, if it is one (see
+/// `RunNext::handled`).
+#[inline]
+pub(super) fn note_handled(handled: u64) {
+    let current = CURRENT.with(Cell::get);
+    if current.next.is_null() {
+        return;
+    }
+    // SAFETY: as in `permit_for`: a non-null `next` was set by `enter` on this thread to a live
+    // `RunNext`, and the guard clears it first; used only on this thread within this call.
+    let next = unsafe { &*current.next };
+    if let Some(counter) = &next.handled {
+        // Written by this thread only: a load and a store, no read-modify-write.
+        let before = counter.load(Ordering::Relaxed);
+        counter.store(before + handled, Ordering::Relaxed);
+    }
 }
 
 thread_local! {
@@ -184,6 +206,12 @@ pub(crate) struct RunNext {
     hand_off: bool,
     /// Turns lent from here (`lend_turn`), read by the worker when it publishes its counters.
     lent: Cell<u64>,
+    /// Closed while its worker is set aside (`scheduler/narrow.rs`): it takes no actor and no
+    /// hand-off, so what the worker's last turns wake goes to a queue others take from.
+    closed: Cell<bool>,
+    /// Messages handled by turns run on this thread, published for the pool's monitor (a
+    /// worker's position only; plain stores by this one thread).
+    handled: Option<Arc<CachePadded<AtomicU64>>>,
     /// A `HandedOff` owns `message` (taken out with its actor, not yet delivered).
     message_owned: Cell<bool>,
     /// Initialised exactly while `next` is `WithMessage` or `message_owned` is set.
@@ -200,11 +228,20 @@ impl RunNext {
         Self::with_hand_off(false)
     }
 
+    /// A worker's position that publishes the messages its turns handle in `handled`.
+    pub(crate) fn counting(handled: Arc<CachePadded<AtomicU64>>) -> Self {
+        let mut next = Self::new();
+        next.handled = Some(handled);
+        next
+    }
+
     fn with_hand_off(hand_off: bool) -> Self {
         Self {
             next: Cell::new(Next::Empty),
             hand_off,
             lent: Cell::new(0),
+            closed: Cell::new(false),
+            handled: None,
             message_owned: Cell::new(false),
             message: UnsafeCell::new(MaybeUninit::uninit()),
         }
@@ -233,9 +270,17 @@ impl RunNext {
         }
     }
 
-    /// Puts `runnable` here to run next; gives it back if the position is taken.
+    /// Closes or reopens the position (see `closed`). Closing leaves what waits here.
+    pub(crate) fn set_closed(&self, closed: bool) {
+        self.closed.set(closed);
+    }
+
+    /// Puts `runnable` here to run next; gives it back if the position is taken or closed.
     #[inline]
     pub(crate) fn put(&self, runnable: Runnable) -> Result<(), Runnable> {
+        if self.closed.get() {
+            return Err(runnable);
+        }
         match self.next.replace(Next::Empty) {
             Next::Empty => {
                 self.next.set(Next::Plain(runnable));
@@ -265,7 +310,7 @@ impl RunNext {
     /// Permission to hand a message off here: the position is empty and no turn owns a message.
     #[inline]
     pub(crate) fn hand_off_permit(&self) -> Option<HandOffPermit<'_>> {
-        (self.hand_off && !self.message_owned.get() && !self.is_occupied())
+        (self.hand_off && !self.closed.get() && !self.message_owned.get() && !self.is_occupied())
             .then_some(HandOffPermit { slot: self })
     }
 

@@ -9,10 +9,31 @@
 //! - A woken worker counts as searching; when a searcher finds work and it was the last
 //!   searcher, it wakes one more if work remains, so a burst of work fans out across workers.
 
+use std::time::{Duration, Instant};
+
 use crossbeam_utils::sync::Parker;
 use crossbeam_utils::CachePadded;
 
 use crate::loom::{AtomicUsize, Mutex, Ordering};
+
+/// The sleepers, most recent last (woken first: its cache is warmest), and the clock of the
+/// times when every worker slept (counted on the cold path only: registering and waking).
+struct Sleepers {
+    list: Vec<usize>,
+    /// Since when every worker sleeps, if they do.
+    all_since: Option<Instant>,
+    /// Time every worker slept, intervals ended so far.
+    all_total: Duration,
+}
+
+impl Sleepers {
+    /// A sleeper is woken: if every worker slept, that time ends now.
+    fn end_all_asleep(&mut self) {
+        if let Some(since) = self.all_since.take() {
+            self.all_total += since.elapsed();
+        }
+    }
+}
 
 /// Wakes one parked worker. Boxed so the model checker can put its own threads' wake-ups
 /// here; it is only called on the cold path (a sleeper to wake).
@@ -26,8 +47,11 @@ pub(crate) struct Idle {
     num_sleeping: CachePadded<AtomicUsize>,
     /// Workers awake and looking for work.
     num_searching: CachePadded<AtomicUsize>,
-    /// Indices of sleeping workers, most recent last (woken first: its cache is warmest).
-    sleepers: Mutex<Vec<usize>>,
+    /// Workers set aside by the pool's monitor (`narrow.rs`): neither searching nor sleepers,
+    /// so no notifier counts on them, but idle.
+    set_aside: AtomicUsize,
+    /// Indices of sleeping workers, and how long all of them slept.
+    sleepers: Mutex<Sleepers>,
     wakes: Box<[Wake]>,
 }
 
@@ -51,7 +75,12 @@ impl Idle {
             num_sleeping: CachePadded::new(AtomicUsize::new(0)),
             // Workers start awake and searching.
             num_searching: CachePadded::new(AtomicUsize::new(wakes.len())),
-            sleepers: Mutex::new(Vec::with_capacity(wakes.len())),
+            set_aside: AtomicUsize::new(0),
+            sleepers: Mutex::new(Sleepers {
+                list: Vec::with_capacity(wakes.len()),
+                all_since: None,
+                all_total: Duration::ZERO,
+            }),
             wakes: wakes.into_boxed_slice(),
         }
     }
@@ -60,7 +89,35 @@ impl Idle {
     /// Approximate: a worker changing between the two may be counted twice, so a reader that
     /// needs "all idle" looks twice.
     pub(crate) fn idle_workers(&self) -> usize {
-        self.num_sleeping.load(Ordering::Acquire) + self.num_searching.load(Ordering::Acquire)
+        self.num_sleeping.load(Ordering::Acquire)
+            + self.num_searching.load(Ordering::Acquire)
+            + self.set_aside.load(Ordering::Acquire)
+    }
+
+    /// Workers set aside now.
+    pub(crate) fn set_aside(&self) -> usize {
+        self.set_aside.load(Ordering::Acquire)
+    }
+
+    /// A worker steps aside (`narrow.rs`). One that was searching no longer counts as such,
+    /// so a notifier wakes a sleeper instead of relying on it.
+    pub(crate) fn step_aside(&self, was_searching: bool) {
+        self.set_aside.fetch_add(1, Ordering::SeqCst);
+        if was_searching {
+            self.num_searching.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A worker set aside comes back, searching.
+    pub(crate) fn step_back(&self) {
+        self.num_searching.fetch_add(1, Ordering::SeqCst);
+        self.set_aside.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Unparks worker `index` (set aside, or parked), whatever it is doing: it looks at the
+    /// pool's width and its queues again.
+    pub(crate) fn nudge(&self, index: usize) {
+        (self.wakes[index])();
     }
 
     /// Called after work was made visible to other workers.
@@ -81,9 +138,10 @@ impl Idle {
     #[cold]
     fn wake_one(&self) {
         let mut sleepers = self.lock();
-        let Some(index) = sleepers.pop() else {
+        let Some(index) = sleepers.list.pop() else {
             return;
         };
+        sleepers.end_all_asleep();
         // The woken worker counts as searching from now, so other notifiers don't wake more.
         self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
         self.num_searching.fetch_add(1, Ordering::SeqCst);
@@ -112,7 +170,10 @@ impl Idle {
     /// (and call `wake_up` whatever it finds) before parking.
     pub(crate) fn register_sleeper(&self, index: usize) {
         let mut sleepers = self.lock();
-        sleepers.push(index);
+        sleepers.list.push(index);
+        if sleepers.list.len() + self.set_aside.load(Ordering::SeqCst) >= self.wakes.len() {
+            sleepers.all_since = Some(Instant::now());
+        }
         // Pairs with the read-modify-write in `notify_one` (see there).
         self.num_sleeping.fetch_add(1, Ordering::AcqRel);
         drop(sleepers);
@@ -122,9 +183,10 @@ impl Idle {
     /// Afterwards it counts as searching, whether a notifier woke it or not.
     pub(crate) fn wake_up(&self, index: usize) {
         let mut sleepers = self.lock();
-        if let Some(pos) = sleepers.iter().position(|&i| i == index) {
+        if let Some(pos) = sleepers.list.iter().position(|&i| i == index) {
             // Not taken by a notifier: undo our own registration.
-            sleepers.swap_remove(pos);
+            sleepers.list.swap_remove(pos);
+            sleepers.end_all_asleep();
             self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
             self.num_searching.fetch_add(1, Ordering::SeqCst);
         }
@@ -134,7 +196,8 @@ impl Idle {
     /// Wakes every worker (shutdown).
     pub(crate) fn wake_all(&self) {
         let mut sleepers = self.lock();
-        for index in sleepers.drain(..) {
+        sleepers.end_all_asleep();
+        for index in sleepers.list.drain(..) {
             self.num_sleeping.fetch_sub(1, Ordering::SeqCst);
             self.num_searching.fetch_add(1, Ordering::SeqCst);
             (self.wakes[index])();
@@ -145,7 +208,15 @@ impl Idle {
         }
     }
 
-    fn lock(&self) -> crate::loom::MutexGuard<'_, Vec<usize>> {
+    /// Time every worker (set aside or registered as a sleeper) has slept so far: the pool
+    /// had nothing to do. Read by the monitor (`narrow.rs`), which measures the rate of
+    /// messages only while the pool was not all asleep.
+    pub(crate) fn all_asleep(&self) -> Duration {
+        let sleepers = self.lock();
+        sleepers.all_total + sleepers.all_since.map_or(Duration::ZERO, |since| since.elapsed())
+    }
+
+    fn lock(&self) -> crate::loom::MutexGuard<'_, Sleepers> {
         // Every critical section is a push, pop or remove: a poisoned lock is still consistent.
         self.sleepers.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -31,6 +31,7 @@ pub(crate) mod dedicated;
 mod external;
 mod idle;
 mod injector;
+mod narrow;
 mod worker;
 
 use std::any::Any;
@@ -42,7 +43,7 @@ use crossbeam_utils::sync::Parker;
 use crossbeam_utils::CachePadded;
 
 use crate::error::BuildError;
-use crate::loom::{AtomicBool, AtomicU64, Ordering};
+use crate::loom::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::raw::{self, Executor, Runnable, Schedule};
 
 use external::External;
@@ -67,6 +68,9 @@ pub(crate) struct PoolConfig {
     pub(crate) waiters_help: bool,
     /// So may an async task awaiting a reply (`SystemBuilder::tasks_help`).
     pub(crate) tasks_help: bool,
+    /// Runs on as many workers as handle the most messages (`narrow.rs`); never for blocking
+    /// code, and only with two workers or more.
+    pub(crate) narrowing: bool,
 }
 
 /// State shared by the workers of one pool and by everyone who schedules onto it.
@@ -84,6 +88,13 @@ pub(crate) struct PoolShared {
     shutdown: AtomicBool,
     /// One per worker, written only by that worker.
     counters: Box<[CachePadded<WorkerCounters>]>,
+    /// Times the monitor changed `width`.
+    width_changes: AtomicU64,
+    /// Workers that take work: `0..width` (`narrow.rs`); the others step aside. Written only
+    /// by the pool's monitor, read by every worker once per turn.
+    width: CachePadded<AtomicUsize>,
+    /// Messages handled by each worker's turns, lent turns included (`RunNext::counting`).
+    handled: Box<[Arc<CachePadded<AtomicU64>>]>,
 }
 
 /// A worker's published counters.
@@ -106,6 +117,8 @@ pub(crate) struct PoolCounters {
     pub(crate) helped: u64,
     pub(crate) idle_workers: usize,
     pub(crate) injected_waiting: usize,
+    pub(crate) width: usize,
+    pub(crate) width_changes: u64,
 }
 
 impl PoolShared {
@@ -126,6 +139,25 @@ impl PoolShared {
             helped: self.external.helped(),
             idle_workers: self.idle.idle_workers(),
             injected_waiting: self.injector.len() + self.external.len(),
+            width: self.width.load(Ordering::Relaxed),
+            width_changes: self.width_changes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Something waits in a queue a working worker could take it from.
+    fn work_waiting(&self) -> bool {
+        !self.injector.is_empty()
+            || self.external.stealers().iter().any(|s| !s.is_empty())
+            || self.stealers.iter().any(|s| !s.is_empty())
+    }
+
+    /// Sets the pool's width (`narrow.rs`) from `before`, and nudges the workers that must
+    /// step aside or come back.
+    fn set_width(&self, width: usize, before: usize) {
+        self.width.store(width, Ordering::SeqCst);
+        self.width_changes.fetch_add(1, Ordering::Relaxed);
+        for index in width.min(before)..width.max(before) {
+            self.idle.nudge(index);
         }
     }
 }
@@ -174,6 +206,8 @@ pub(crate) struct Pool {
     pub(crate) shared: Arc<PoolShared>,
     pub(crate) executor: Arc<Executor>,
     threads: Vec<JoinHandle<()>>,
+    /// The narrowing monitor's thread, and how to wake it (`narrow.rs`).
+    monitor: Option<(JoinHandle<()>, crossbeam_utils::sync::Unparker)>,
 }
 
 impl Pool {
@@ -187,6 +221,7 @@ impl Pool {
             io,
             waiters_help,
             tasks_help,
+            narrowing,
         } = config;
         let (workers, throughput) = (*workers, *throughput);
         if workers == 0 {
@@ -218,6 +253,11 @@ impl Pool {
             may_block: *may_block,
             shutdown: AtomicBool::new(false),
             counters: (0..workers).map(|_| CachePadded::default()).collect(),
+            width_changes: AtomicU64::new(0),
+            width: CachePadded::new(AtomicUsize::new(workers)),
+            handled: (0..workers)
+                .map(|_| Arc::new(CachePadded::new(AtomicU64::new(0))))
+                .collect(),
         });
         let executor = Executor::new(shared.clone());
         let mut threads = Vec::with_capacity(workers);
@@ -236,17 +276,35 @@ impl Pool {
                         shared,
                         executor,
                         threads,
+                        monitor: None,
                     };
                     pool.stop();
                     return Err(BuildError::Thread(e));
                 }
             }
         }
-        Ok(Pool {
+        let mut pool = Pool {
             shared,
             executor,
             threads,
-        })
+            monitor: None,
+        };
+        if *narrowing && !*may_block && workers >= 2 {
+            let parker = Parker::new();
+            let unparker = parker.unparker().clone();
+            let shared = pool.shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{name}-monitor"))
+                .spawn(move || narrow::run(shared, parker));
+            match spawned {
+                Ok(thread) => pool.monitor = Some((thread, unparker)),
+                Err(e) => {
+                    pool.stop();
+                    return Err(BuildError::Thread(e));
+                }
+            }
+        }
+        Ok(pool)
     }
 
     /// Stops the workers and joins them. Actors must already have stopped.
@@ -256,6 +314,10 @@ impl Pool {
 
     fn stop_threads(&mut self) {
         self.shared.shutdown.store(true, Ordering::SeqCst);
+        if let Some((monitor, unparker)) = self.monitor.take() {
+            unparker.unpark();
+            let _ = monitor.join();
+        }
         self.shared.external.close();
         self.shared.idle.wake_all();
         for handle in self.threads.drain(..) {
@@ -268,7 +330,7 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        if !self.threads.is_empty() {
+        if !self.threads.is_empty() || self.monitor.is_some() {
             self.stop_threads();
         }
     }

@@ -89,7 +89,7 @@ pub(super) fn run(
     let local = Local {
         pool: Arc::as_ptr(&shared),
         queue,
-        run_next: RunNext::new(),
+        run_next: RunNext::counting(shared.handled[index].clone()),
     };
     let _role = role::enter(Role::Worker {
         may_block: shared.may_block,
@@ -140,6 +140,9 @@ type Task<'a> = (Runnable, Option<HandedOff<'a>>);
 impl<'a> WorkerLoop<'a> {
     fn run(&mut self) {
         loop {
+            if self.index >= self.shared.width.load(Ordering::Relaxed) && !self.step_aside() {
+                return;
+            }
             let next = self
                 .next_local()
                 .or_else(|| self.find_elsewhere().map(|runnable| (runnable, None)));
@@ -256,6 +259,46 @@ impl<'a> WorkerLoop<'a> {
             }
         }
         None
+    }
+
+    /// The pool narrowed past this worker (`narrow.rs`): hands back what it holds and parks
+    /// until the pool widens again. Returns false when the pool shuts down.
+    #[cold]
+    fn step_aside(&mut self) -> bool {
+        let local = self.local;
+        // Nothing new lands in the run-next position; what waits there (perhaps with a
+        // handed-off message, which cannot go to a queue) runs now, and the actors its turn
+        // wakes go to the local queue.
+        local.run_next.set_closed(true);
+        while let Some(task) = local.run_next.take() {
+            self.run_turn(task);
+        }
+        let mut handed_back = false;
+        while let Some(runnable) = local.queue.pop() {
+            self.shared.injector.push(runnable);
+            handed_back = true;
+        }
+        self.shared.idle.step_aside(self.searching);
+        self.searching = false;
+        if handed_back {
+            // A working worker may be parked: it takes them from the injector.
+            self.shared.idle.notify_one();
+        }
+        self.publish_counters();
+        let back = loop {
+            if self.shared.shutdown.load(Ordering::SeqCst) {
+                break false;
+            }
+            if self.index < self.shared.width.load(Ordering::SeqCst) {
+                break true;
+            }
+            // The monitor nudges this worker when the pool widens (and shutdown wakes all).
+            self.parker.park();
+        };
+        local.run_next.set_closed(false);
+        self.shared.idle.step_back();
+        self.searching = true;
+        back
     }
 
     /// Publishes this worker's counters with plain stores (no read-modify-write on the hot

@@ -82,11 +82,15 @@ fn a_system_on_the_callers_runtime_adds_only_its_workers_and_timer() {
         .tokio_handle(runtime.handle().clone())
         .build()
         .unwrap();
-    // Two workers and the timer: no runtime of its own, no blocking pool yet. (A thread takes
-    // its name once it runs.)
-    wait_for("the threads to start", LONG, || threads_named("tkrt") == 3);
+    // Two workers, their pool's monitor (narrowing) and the timer: no runtime of its own, no
+    // blocking pool yet. (A thread takes its name once it runs.)
+    wait_for("the threads to start", LONG, || threads_named("tkrt") == 4);
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(threads_named("tkrt"), 3, "workers and the timer only");
+    assert_eq!(
+        threads_named("tkrt"),
+        4,
+        "workers, their monitor and the timer only"
+    );
     let results = Arc::new(Mutex::new(Vec::new()));
     let fetcher = system.spawn(Fetcher {
         results: results.clone(),
@@ -100,7 +104,7 @@ fn a_system_on_the_callers_runtime_adds_only_its_workers_and_timer() {
     wait_for("the fetch, on the caller's runtime", LONG, || {
         results.lock().unwrap().len() == 1
     });
-    assert_eq!(threads_named("tkrt"), 3);
+    assert_eq!(threads_named("tkrt"), 4);
     // The blocking pool starts with its first actor.
     let _blocking = system.spawn_with(
         Fetcher {

@@ -1,0 +1,403 @@
+//! Narrowing: a pool runs on as many of its workers as handle the most messages.
+//!
+//! # Why
+//! Two workers are not always faster than one. Where actors mostly talk to each other (a
+//! counting actor fed by producers on every core, a fork-join from a thread outside the
+//! pool, an exchange whose engines run where their last order ran), every message that
+//! crosses between cores moves cache lines, and what a crossing costs depends on the host:
+//! on the same two virtual CPUs it was ~25 ns one minute and ~200 ns the next
+//! (BENCHMARKS.md, "Two speeds of the host"). When crossings are dear, one worker handles
+//! twice as many messages as two; when they are cheap and the handlers do real work, two
+//! handle half as many again as one. No rule fixed in advance is right on both.
+//!
+//! # How
+//! A monitor thread per pool (one that may narrow: not for blocking code, at least two
+//! workers) reads, every [`TICK`], the messages the workers' turns handled (each worker
+//! publishes a running count with plain stores, `RunNext::counting`). It keeps the pool's
+//! *width*, the number of workers that take work (the others are *set aside*: they hand
+//! back what they hold and park), and climbs: every so often it tries the next width for a
+//! few ticks, and keeps it if the pool handled clearly more messages per second there than
+//! in the ticks just before; otherwise it goes back and waits twice as long before the next
+//! trial (up to [`MAX_WAIT`]), so a pool that has found its width pays little for asking
+//! again. The host changing its mind (or the work changing shape) is found by the next
+//! trial.
+//!
+//! # What it never does
+//! - Hold back work: an actor runnable on a worker that steps aside goes to the injector,
+//!   which the workers still taking work read; a set-aside worker's run-next position is
+//!   closed first, and the actor waiting there runs before it steps aside.
+//! - Leave a stuck turn alone: if the workers taking work handle nothing for [`STALL`]
+//!   while work waits (a handler that blocks, or computes for long), the pool widens at
+//!   once to all its workers and does not narrow again for a while ([`STALL_HOLD`],
+//!   doubling while stalls recur).
+//! - Cost an idle pool more than a wake-up per [`IDLE_TICK`]: with nothing handled the
+//!   monitor looks less often.
+//!
+//! A worker reads the width once per turn (a line that changes a few times a second at
+//! most) and steps aside only between turns.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::sync::Parker;
+
+use super::PoolShared;
+use crate::loom::Ordering;
+
+/// How often the monitor reads the counters while the pool works.
+pub(super) const TICK: Duration = Duration::from_millis(5);
+/// How often it looks at a pool that handled nothing.
+const IDLE_TICK: Duration = Duration::from_millis(100);
+/// Ticks at the current width, just before a trial, that the trial is compared with.
+const BASE_TICKS: usize = 4;
+/// Ticks of a trial: the first is the change settling, the rest are measured.
+const TRIAL_TICKS: usize = 4;
+/// A tick in which the pool had work for less than this is not measured.
+const MIN_ACTIVE: Duration = Duration::from_millis(1);
+/// Ticks a trial waits for its workers to step aside (~0.5 s) before it is given up.
+const MAX_PENDING: u32 = 100;
+/// A trial's width is kept only if it handled this much more per second.
+const GAIN: f64 = 1.10;
+/// Ticks between trials after a kept one, doubled after each trial not kept.
+const MIN_WAIT: u32 = 8;
+/// At most this long between trials (in ticks: ~10 s).
+const MAX_WAIT: u32 = 2048;
+/// A rate this many times higher or lower than the one the last trial settled at starts a
+/// trial at once.
+const CHANGED: f64 = 2.0;
+/// The working workers handled nothing for this long while work waited: widen.
+pub(super) const STALL: Duration = Duration::from_millis(10);
+/// After a stall, no narrowing for this long (doubled while stalls recur, up to 16x).
+const STALL_HOLD: Duration = Duration::from_millis(250);
+
+/// Where the climb is.
+enum Phase {
+    /// At the current width; `wait` ticks until the next trial.
+    Settled { wait: u32 },
+    /// Trying `width` (the previous one was `from`, measured at `base` messages per second).
+    /// `ticks` counts from when the workers were as many as `width` (a worker steps aside
+    /// only between turns); `pending` the ticks before.
+    Trial {
+        width: usize,
+        from: usize,
+        base: f64,
+        pending: u32,
+        ticks: usize,
+        handled: u64,
+        elapsed: Duration,
+    },
+}
+
+/// Messages per second over `ticks`.
+fn rate(ticks: &[(u64, Duration)]) -> f64 {
+    let handled: u64 = ticks.iter().map(|t| t.0).sum();
+    let time: Duration = ticks.iter().map(|t| t.1).sum();
+    handled as f64 / time.as_secs_f64().max(1e-9)
+}
+
+/// The monitor's state between ticks.
+struct Climb {
+    workers: usize,
+    phase: Phase,
+    /// Ticks between trials now (doubles after each trial not kept).
+    wait: u32,
+    /// Messages handled in each of the last ticks at the current width, and the time the pool
+    /// had work in it, most recent last (at most `BASE_TICKS`; ticks of a pool that had work
+    /// for less than `MIN_ACTIVE` are left out).
+    recent: Vec<(u64, Duration)>,
+    /// Direction of the last trial: true if it tried one worker fewer.
+    tried_narrower: bool,
+    /// The rate at the width the last trial settled on.
+    decided: Option<f64>,
+    /// No narrowing before this (after a stall).
+    hold_until: Option<Instant>,
+    hold: Duration,
+}
+
+impl Climb {
+    fn new(workers: usize) -> Self {
+        Climb {
+            workers,
+            phase: Phase::Settled { wait: MIN_WAIT },
+            wait: MIN_WAIT,
+            recent: Vec::with_capacity(BASE_TICKS),
+            tried_narrower: false,
+            decided: None,
+            hold_until: None,
+            hold: STALL_HOLD,
+        }
+    }
+
+    /// One tick: `handled` messages in `elapsed` at `width`, with `working` workers not set
+    /// aside (more than `width` while one finishes its turn). Returns the width to set.
+    fn tick(
+        &mut self,
+        width: usize,
+        working: usize,
+        handled: u64,
+        elapsed: Duration,
+        now: Instant,
+    ) -> usize {
+        let held = self.hold_until.is_some_and(|until| now < until);
+        match &mut self.phase {
+            Phase::Settled { wait } => {
+                // Measured only once the workers are as many as the width (after a return
+                // from a trial, one may still be finishing a turn).
+                if elapsed >= MIN_ACTIVE && working == width {
+                    if self.recent.len() == BASE_TICKS {
+                        self.recent.remove(0);
+                    }
+                    self.recent.push((handled, elapsed));
+                }
+                *wait = wait.saturating_sub(1);
+                if self.recent.len() < BASE_TICKS || handled == 0 {
+                    return width;
+                }
+                let base = rate(&self.recent);
+                // The rate moved far from the one the last trial settled at: the work or the
+                // host changed, and the width that was best may not be.
+                if let Some(decided) = self.decided {
+                    if base > decided * CHANGED || base < decided / CHANGED {
+                        self.decided = None;
+                        *wait = 0;
+                    }
+                }
+                if *wait > 0 {
+                    return width;
+                }
+                let narrower = width > 1 && !held;
+                let wider = width < self.workers;
+                let try_narrower = match (narrower, wider) {
+                    (true, true) => !self.tried_narrower,
+                    (true, false) => true,
+                    (false, true) => false,
+                    (false, false) => return width,
+                };
+                self.tried_narrower = try_narrower;
+                let next = if try_narrower { width - 1 } else { width + 1 };
+                self.phase = Phase::Trial {
+                    width: next,
+                    from: width,
+                    base,
+                    pending: 0,
+                    ticks: 0,
+                    handled: 0,
+                    elapsed: Duration::ZERO,
+                };
+                next
+            }
+            Phase::Trial {
+                width: trial,
+                from,
+                base,
+                pending,
+                ticks,
+                handled: sum,
+                elapsed: time,
+            } => {
+                if *ticks == 0 && working != *trial {
+                    *pending += 1;
+                    if *pending < MAX_PENDING {
+                        return *trial;
+                    }
+                    // A turn kept a worker from stepping aside all this while: no trial.
+                    let from = *from;
+                    if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() {
+                        eprintln!("trial to {trial} given up");
+                    }
+                    self.recent.clear();
+                    self.wait = (self.wait * 2).min(MAX_WAIT);
+                    self.phase = Phase::Settled { wait: self.wait };
+                    return from;
+                }
+                if elapsed < MIN_ACTIVE {
+                    return *trial;
+                }
+                *ticks += 1;
+                // The first tick of a trial is the change settling in: not measured.
+                if *ticks > 1 {
+                    *sum += handled;
+                    *time += elapsed;
+                }
+                if *ticks < TRIAL_TICKS {
+                    return *trial;
+                }
+                let rate = *sum as f64 / time.as_secs_f64().max(1e-9);
+                let (trial, from, base) = (*trial, *from, *base);
+                if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() {
+                    eprintln!("trial {from}->{trial}: base {base:.3e} trial {rate:.3e} over {time:?}");
+                }
+                self.recent.clear();
+                if *sum > 0 && rate > base * GAIN {
+                    self.wait = MIN_WAIT;
+                    self.phase = Phase::Settled { wait: self.wait };
+                    self.decided = Some(rate);
+                    trial
+                } else {
+                    // The worse the trial did, the longer until the next: a trial costs what
+                    // it loses, and a turn that began in it runs to its end at its width.
+                    let worse = base / rate.max(1.0);
+                    let factor = (worse * worse).clamp(2.0, 64.0) as u32;
+                    self.wait = self.wait.saturating_mul(factor).min(MAX_WAIT);
+                    self.phase = Phase::Settled { wait: self.wait };
+                    self.decided = Some(base);
+                    from
+                }
+            }
+        }
+    }
+
+    /// The working workers stalled: all of them work from now, for a while.
+    fn stalled(&mut self, now: Instant) -> usize {
+        let recurring = self.hold_until.is_some_and(|until| now < until + self.hold);
+        self.hold = if recurring {
+            (self.hold * 2).min(STALL_HOLD * 16)
+        } else {
+            STALL_HOLD
+        };
+        self.hold_until = Some(now + self.hold);
+        self.recent.clear();
+        self.wait = MIN_WAIT;
+        self.decided = None;
+        self.phase = Phase::Settled { wait: MIN_WAIT };
+        self.workers
+    }
+}
+
+/// The monitor thread's body: ticks until the pool shuts down.
+pub(super) fn run(shared: Arc<PoolShared>, parker: Parker) {
+    let workers = shared.stealers.len();
+    let mut climb = Climb::new(workers);
+    let handled_now = |shared: &PoolShared| -> Vec<u64> {
+        shared
+            .handled
+            .iter()
+            .map(|h| h.load(Ordering::Relaxed))
+            .collect()
+    };
+    let mut last = handled_now(&shared);
+    let mut last_at = Instant::now();
+    let mut last_asleep = shared.idle.all_asleep();
+    // When the working workers last handled a message, or no work waited.
+    let mut progress_at = last_at;
+    let mut tick = TICK;
+    loop {
+        parker.park_timeout(tick);
+        if shared.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = Instant::now();
+        let counts = handled_now(&shared);
+        let width = shared.width.load(Ordering::Relaxed);
+        let handled: u64 = counts.iter().zip(&last).map(|(n, l)| n - l).sum();
+        let working: u64 = counts[..width]
+            .iter()
+            .zip(&last[..width])
+            .map(|(n, l)| n - l)
+            .sum();
+        // Time the whole pool slept does not count: the rate is of a pool with work.
+        let asleep = shared.idle.all_asleep();
+        let elapsed = (now - last_at).saturating_sub(asleep.saturating_sub(last_asleep));
+        last = counts;
+        last_at = now;
+        last_asleep = asleep;
+
+        let waiting = shared.work_waiting();
+        if working > 0 || !waiting || shared.idle.idle_workers() >= workers {
+            progress_at = now;
+        }
+        // Only once the workers set aside have stepped aside: until then they work too.
+        let working_now = workers - shared.idle.set_aside();
+        if working_now > width {
+            progress_at = now;
+        }
+        let next = if width < workers && now - progress_at >= STALL {
+            progress_at = now;
+            climb.stalled(now)
+        } else {
+            climb.tick(width, working_now, handled, elapsed, now)
+        };
+        tick = if handled == 0 && !waiting && next == width {
+            IDLE_TICK
+        } else {
+            TICK
+        };
+        if next != width {
+            shared.set_width(next, width);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS5: Duration = Duration::from_millis(5);
+
+    /// Runs ticks at `rate(width)` messages per 5 ms until `ticks` have passed; the widths seen.
+    fn climb(workers: usize, ticks: usize, rate: impl Fn(usize) -> u64) -> Vec<usize> {
+        let mut climb = Climb::new(workers);
+        let mut width = workers;
+        let start = Instant::now();
+        (0..ticks)
+            .map(|i| {
+                width = climb.tick(width, width, rate(width), MS5, start + MS5 * i as u32);
+                width
+            })
+            .collect()
+    }
+
+    #[test]
+    fn narrows_when_one_worker_handles_more() {
+        let widths = climb(2, 200, |w| if w == 1 { 2_000 } else { 1_000 });
+        assert_eq!(*widths.last().unwrap(), 1);
+        // Once narrowed it tries two again, less and less often.
+        let wide_ticks = widths.iter().skip(50).filter(|&&w| w == 2).count();
+        assert!(wide_ticks < 30, "{wide_ticks} ticks at two workers");
+    }
+
+    #[test]
+    fn stays_wide_when_two_workers_handle_more() {
+        let widths = climb(2, 400, |w| if w == 2 { 1_500 } else { 1_000 });
+        assert_eq!(*widths.last().unwrap(), 2);
+        let narrow_ticks = widths.iter().filter(|&&w| w == 1).count();
+        assert!(narrow_ticks < 40, "{narrow_ticks} ticks at one worker");
+    }
+
+    #[test]
+    fn a_small_gain_is_not_worth_a_change() {
+        let widths = climb(2, 200, |w| if w == 1 { 1_050 } else { 1_000 });
+        assert_eq!(*widths.last().unwrap(), 2);
+    }
+
+    #[test]
+    fn an_idle_pool_is_left_as_it_is() {
+        let widths = climb(4, 100, |_| 0);
+        assert!(widths.iter().all(|&w| w == 4));
+    }
+
+    #[test]
+    fn climbs_one_worker_at_a_time_to_the_best_width() {
+        // Best at two of four workers.
+        let rate = |w: usize| [0, 1_000, 3_000, 2_000, 1_500][w];
+        let widths = climb(4, 600, rate);
+        assert_eq!(*widths.last().unwrap(), 2);
+        assert!(widths.windows(2).all(|p| p[0].abs_diff(p[1]) <= 1));
+    }
+
+    #[test]
+    fn a_stall_widens_and_holds_narrowing_off() {
+        let mut climb = Climb::new(2);
+        let start = Instant::now();
+        assert_eq!(climb.stalled(start), 2);
+        // Within the hold no trial narrows, however much better one worker would be.
+        for i in 0..40 {
+            let now = start + MS5 * i;
+            assert_eq!(climb.tick(2, 2, 1_000, MS5, now), 2);
+        }
+        // A second stall soon after holds for longer.
+        let again = start + Duration::from_millis(300);
+        climb.stalled(again);
+        assert_eq!(climb.hold, STALL_HOLD * 2);
+    }
+}
