@@ -540,6 +540,11 @@ impl<T> Mailbox<T> {
         }
     }
 
+    /// True if pushes report the owner behind (`with_behind_at` was given a threshold).
+    pub(crate) fn catches_up(&self) -> bool {
+        self.behind_at != 0
+    }
+
     /// Approximate number of messages waiting (for metrics; may lag by a turn).
     pub(crate) fn len(&self) -> usize {
         let tail = self.tail.load(Ordering::Relaxed) >> SHIFT;

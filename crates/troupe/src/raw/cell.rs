@@ -67,6 +67,7 @@ impl Header {
 /// The function that knows the cell's type, one static table per target type.
 struct VTable {
     run: for<'h> unsafe fn(NonNull<Header>, usize, Option<HandedOff<'h>>) -> Ran,
+    catches_up: unsafe fn(NonNull<Header>) -> bool,
 }
 
 /// One actor. See the module note.
@@ -93,7 +94,10 @@ unsafe impl<T: Target> Sync for Cell<T> {}
 unsafe impl<T: Target> Send for Cell<T> {}
 
 impl<T: Target> Cell<T> {
-    const VTABLE: VTable = VTable { run: run::<T> };
+    const VTABLE: VTable = VTable {
+        run: run::<T>,
+        catches_up: catches_up::<T>,
+    };
 
     /// Builds a cell, not idle, and the right to run its first turn; the cell keeps its alive
     /// reference until its final turn.
@@ -267,6 +271,14 @@ impl Runnable {
         &self.header_ref().executor
     }
 
+    /// True if senders on its worker lend it turns once it falls behind
+    /// (`SpawnOptions::catch_up`, `run_next::lend_turn`).
+    pub(crate) fn catches_up(&self) -> bool {
+        let catches_up = self.header_ref().vtable.catches_up;
+        // SAFETY: the vtable's function for this cell's type, on its live header (`header_ref`).
+        unsafe { catches_up(self.header) }
+    }
+
     fn header_ref(&self) -> &Header {
         // SAFETY: a Runnable exists only while its actor has not finished, so the alive
         // reference keeps the cell (and its header) allocated (module note).
@@ -298,6 +310,16 @@ impl Runnable {
         // run the turn (consumed here), and the hand-off was built by this cell's `push`.
         unsafe { run(self.header, budget, handoff) }
     }
+}
+
+/// Whether a `Cell<T>` catches up; the function in `T`'s vtable.
+///
+/// # Safety
+/// `header` is the header of a live `Cell<T>`.
+unsafe fn catches_up<T: Target>(header: NonNull<Header>) -> bool {
+    // SAFETY: `Header` is the first field of the `repr(C)` cell; the cell is live (contract).
+    let cell = unsafe { header.cast::<Cell<T>>().as_ref() };
+    cell.mailbox.catches_up()
 }
 
 /// Runs one turn of a `Cell<T>`; the function in `T`'s vtable.

@@ -213,7 +213,10 @@ impl Idle {
     /// messages only while the pool was not all asleep.
     pub(crate) fn all_asleep(&self) -> Duration {
         let sleepers = self.lock();
-        sleepers.all_total + sleepers.all_since.map_or(Duration::ZERO, |since| since.elapsed())
+        sleepers.all_total
+            + sleepers
+                .all_since
+                .map_or(Duration::ZERO, |since| since.elapsed())
     }
 
     fn lock(&self) -> crate::loom::MutexGuard<'_, Sleepers> {

@@ -17,10 +17,12 @@
 //! *width*, the number of workers that take work (the others are *set aside*: they hand
 //! back what they hold and park), and climbs: every so often it tries the next width for a
 //! few ticks, and keeps it if the pool handled clearly more messages per second there than
-//! in the ticks just before; otherwise it goes back and waits twice as long before the next
-//! trial (up to [`MAX_WAIT`]), so a pool that has found its width pays little for asking
-//! again. The host changing its mind (or the work changing shape) is found by the next
-//! trial.
+//! in the ticks just before (time when every worker slept is left out: the rate is of a pool
+//! with work). Otherwise it goes back and waits at least four times as long before the next
+//! trial (the worse the trial did, the longer; up to [`MAX_WAIT`]), so a pool that has found
+//! its width pays little for asking again; a trial kept with a large gain is not questioned
+//! soon either. A rate that moves far from the one the last
+//! trial settled at (the host or the work changed) starts a trial at once.
 //!
 //! # What it never does
 //! - Hold back work: an actor runnable on a worker that steps aside goes to the injector,
@@ -58,8 +60,15 @@ const MIN_ACTIVE: Duration = Duration::from_millis(1);
 const MAX_PENDING: u32 = 100;
 /// A trial's width is kept only if it handled this much more per second.
 const GAIN: f64 = 1.10;
-/// Ticks between trials after a kept one, doubled after each trial not kept.
+/// A trial whose first measured tick handled less than this share of the rate before it
+/// ends there.
+const WORSE: f64 = 0.75;
+/// Ticks between trials after a kept one that gained little; multiplied by 4 or more after
+/// each trial not kept.
 const MIN_WAIT: u32 = 8;
+/// At least this long (in ticks: ~1 s) after a trial that was kept: a turn that began at
+/// the old width runs to its end there, so a trial right after a change would measure both.
+const KEPT_WAIT: u32 = 200;
 /// At most this long between trials (in ticks: ~10 s).
 const MAX_WAIT: u32 = 2048;
 /// A rate this many times higher or lower than the one the last trial settled at starts a
@@ -99,14 +108,15 @@ fn rate(ticks: &[(u64, Duration)]) -> f64 {
 struct Climb {
     workers: usize,
     phase: Phase,
-    /// Ticks between trials now (doubles after each trial not kept).
+    /// Ticks between trials now (multiplied after each trial not kept).
     wait: u32,
     /// Messages handled in each of the last ticks at the current width, and the time the pool
     /// had work in it, most recent last (at most `BASE_TICKS`; ticks of a pool that had work
     /// for less than `MIN_ACTIVE` are left out).
     recent: Vec<(u64, Duration)>,
-    /// Direction of the last trial: true if it tried one worker fewer.
-    tried_narrower: bool,
+    /// Direction of the next trial where both are open: true for one worker fewer. A kept
+    /// trial goes on the same way; one not kept turns round.
+    narrower_next: bool,
     /// The rate at the width the last trial settled on.
     decided: Option<f64>,
     /// No narrowing before this (after a stall).
@@ -121,7 +131,7 @@ impl Climb {
             phase: Phase::Settled { wait: MIN_WAIT },
             wait: MIN_WAIT,
             recent: Vec::with_capacity(BASE_TICKS),
-            tried_narrower: false,
+            narrower_next: true,
             decided: None,
             hold_until: None,
             hold: STALL_HOLD,
@@ -168,12 +178,12 @@ impl Climb {
                 let narrower = width > 1 && !held;
                 let wider = width < self.workers;
                 let try_narrower = match (narrower, wider) {
-                    (true, true) => !self.tried_narrower,
+                    (true, true) => self.narrower_next,
                     (true, false) => true,
                     (false, true) => false,
                     (false, false) => return width,
                 };
-                self.tried_narrower = try_narrower;
+                self.narrower_next = try_narrower;
                 let next = if try_narrower { width - 1 } else { width + 1 };
                 self.phase = Phase::Trial {
                     width: next,
@@ -202,9 +212,6 @@ impl Climb {
                     }
                     // A turn kept a worker from stepping aside all this while: no trial.
                     let from = *from;
-                    if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() {
-                        eprintln!("trial to {trial} given up");
-                    }
                     self.recent.clear();
                     self.wait = (self.wait * 2).min(MAX_WAIT);
                     self.phase = Phase::Settled { wait: self.wait };
@@ -219,17 +226,31 @@ impl Climb {
                     *sum += handled;
                     *time += elapsed;
                 }
-                if *ticks < TRIAL_TICKS {
+                // Clearly worse after its first measured tick: no need to lose more.
+                let clearly_worse = *ticks == 2
+                    && (handled as f64 / elapsed.as_secs_f64().max(1e-9)) < *base * WORSE;
+                if *ticks < TRIAL_TICKS && !clearly_worse {
                     return *trial;
                 }
                 let rate = *sum as f64 / time.as_secs_f64().max(1e-9);
                 let (trial, from, base) = (*trial, *from, *base);
-                if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() {
-                    eprintln!("trial {from}->{trial}: base {base:.3e} trial {rate:.3e} over {time:?}");
-                }
                 self.recent.clear();
                 if *sum > 0 && rate > base * GAIN {
-                    self.wait = MIN_WAIT;
+                    // The clearer the gain, the longer until the next trial, as for a loss;
+                    // and a width just kept holds for a while (`KEPT_WAIT`).
+                    // Unless the climb can go on the same way, which it tries soon.
+                    let gain = rate / base.max(1.0);
+                    let factor = (gain * gain).clamp(1.0, 64.0) as u32;
+                    let goes_on = if self.narrower_next {
+                        trial > 1
+                    } else {
+                        trial < self.workers
+                    };
+                    self.wait = if goes_on {
+                        MIN_WAIT
+                    } else {
+                        MIN_WAIT.saturating_mul(factor).clamp(KEPT_WAIT, MAX_WAIT)
+                    };
                     self.phase = Phase::Settled { wait: self.wait };
                     self.decided = Some(rate);
                     trial
@@ -237,8 +258,9 @@ impl Climb {
                     // The worse the trial did, the longer until the next: a trial costs what
                     // it loses, and a turn that began in it runs to its end at its width.
                     let worse = base / rate.max(1.0);
-                    let factor = (worse * worse).clamp(2.0, 64.0) as u32;
+                    let factor = (worse * worse).clamp(4.0, 64.0) as u32;
                     self.wait = self.wait.saturating_mul(factor).min(MAX_WAIT);
+                    self.narrower_next = !self.narrower_next;
                     self.phase = Phase::Settled { wait: self.wait };
                     self.decided = Some(base);
                     from
@@ -268,14 +290,13 @@ impl Climb {
 pub(super) fn run(shared: Arc<PoolShared>, parker: Parker) {
     let workers = shared.stealers.len();
     let mut climb = Climb::new(workers);
-    let handled_now = |shared: &PoolShared| -> Vec<u64> {
-        shared
-            .handled
-            .iter()
-            .map(|h| h.load(Ordering::Relaxed))
-            .collect()
-    };
-    let mut last = handled_now(&shared);
+    // Each worker's count at the last tick (allocated once: the monitor allocates nothing
+    // while it runs).
+    let mut last: Vec<u64> = shared
+        .handled
+        .iter()
+        .map(|h| h.load(Ordering::Relaxed))
+        .collect();
     let mut last_at = Instant::now();
     let mut last_asleep = shared.idle.all_asleep();
     // When the working workers last handled a message, or no work waited.
@@ -287,18 +308,20 @@ pub(super) fn run(shared: Arc<PoolShared>, parker: Parker) {
             return;
         }
         let now = Instant::now();
-        let counts = handled_now(&shared);
         let width = shared.width.load(Ordering::Relaxed);
-        let handled: u64 = counts.iter().zip(&last).map(|(n, l)| n - l).sum();
-        let working: u64 = counts[..width]
-            .iter()
-            .zip(&last[..width])
-            .map(|(n, l)| n - l)
-            .sum();
+        let (mut handled, mut working) = (0, 0);
+        for (index, (count, last)) in shared.handled.iter().zip(&mut last).enumerate() {
+            let count = count.load(Ordering::Relaxed);
+            let delta = count - *last;
+            *last = count;
+            handled += delta;
+            if index < width {
+                working += delta;
+            }
+        }
         // Time the whole pool slept does not count: the rate is of a pool with work.
         let asleep = shared.idle.all_asleep();
         let elapsed = (now - last_at).saturating_sub(asleep.saturating_sub(last_asleep));
-        last = counts;
         last_at = now;
         last_asleep = asleep;
 
@@ -386,6 +409,58 @@ mod tests {
     }
 
     #[test]
+    fn a_trial_is_measured_only_once_its_workers_stepped_aside() {
+        let mut climb = Climb::new(2);
+        let start = Instant::now();
+        let mut width = 2;
+        let mut i = 0;
+        // Settle at two workers, until the first trial narrows.
+        while width == 2 {
+            width = climb.tick(2, 2, 1_000, MS5, start + MS5 * i);
+            i += 1;
+        }
+        // The second worker is still in a turn: however well the ticks go, they are not the
+        // trial's.
+        for _ in 0..50 {
+            assert_eq!(climb.tick(1, 2, 1_000, MS5, start + MS5 * i), 1);
+            i += 1;
+        }
+        // It never steps aside: the trial is given up.
+        for _ in 0..MAX_PENDING {
+            width = climb.tick(1, 2, 1_000, MS5, start + MS5 * i);
+            i += 1;
+            if width == 2 {
+                break;
+            }
+        }
+        assert_eq!(width, 2);
+    }
+
+    #[test]
+    fn a_rate_that_moves_far_starts_a_trial_at_once() {
+        let mut climb = Climb::new(2);
+        let start = Instant::now();
+        let mut width = 2;
+        // Two workers are better: the trial of one fails, and the next waits long.
+        let rate = |w: usize| if w == 2 { 2_000 } else { 1_000 };
+        for i in 0..20 {
+            width = climb.tick(width, width, rate(width), MS5, start + MS5 * i);
+        }
+        assert_eq!(width, 2);
+        let Phase::Settled { wait } = climb.phase else {
+            panic!("settled after the failed trial");
+        };
+        assert!(wait > 10, "{wait} ticks to the next trial");
+        // The host slows down three times over: a trial follows within a few ticks.
+        let mut tried = false;
+        for i in 20..30 {
+            width = climb.tick(width, width, 600, MS5, start + MS5 * i);
+            tried |= width == 1;
+        }
+        assert!(tried, "no trial after the rate fell");
+    }
+
+    #[test]
     fn a_stall_widens_and_holds_narrowing_off() {
         let mut climb = Climb::new(2);
         let start = Instant::now();
@@ -399,5 +474,150 @@ mod tests {
         let again = start + Duration::from_millis(300);
         climb.stalled(again);
         assert_eq!(climb.hold, STALL_HOLD * 2);
+    }
+
+    /// A system of two workers, its default pool, and actors that count what they are sent.
+    mod pools {
+        use std::sync::Arc;
+        use std::time::{Duration, Instant};
+
+        use crate::scheduler::PoolShared;
+        use crate::{Actor, Context, Handler, Message, System};
+
+        struct Count(u64);
+        impl Actor for Count {}
+
+        struct Add;
+        impl Message for Add {
+            type Reply = ();
+        }
+        impl Handler<Add> for Count {
+            fn handle(&mut self, _: Add, _: &mut Context<Self>) {
+                self.0 += 1;
+            }
+        }
+
+        struct Get;
+        impl Message for Get {
+            type Reply = u64;
+        }
+        impl Handler<Get> for Count {
+            fn handle(&mut self, _: Get, _: &mut Context<Self>) -> u64 {
+                self.0
+            }
+        }
+
+        /// Sleeps in its handler: a turn that holds its worker.
+        struct Sleeper;
+        impl Actor for Sleeper {}
+        struct Sleep(Duration);
+        impl Message for Sleep {
+            type Reply = ();
+        }
+        impl Handler<Sleep> for Sleeper {
+            fn handle(&mut self, msg: Sleep, _: &mut Context<Self>) {
+                std::thread::sleep(msg.0);
+            }
+        }
+
+        fn default_pool(system: &System) -> Arc<PoolShared> {
+            system.shared().pools()[0]
+                .pool()
+                .expect("the default pool runs")
+                .clone()
+        }
+
+        fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !done() {
+                assert!(Instant::now() < deadline, "timed out waiting for {what}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+
+        #[test]
+        fn a_worker_set_aside_hands_back_its_actors_and_comes_back() {
+            // No monitor: the test sets the width itself.
+            let system = System::builder()
+                .workers(2)
+                .narrowing(false)
+                .build()
+                .unwrap();
+            let pool = default_pool(&system);
+            let actors: Vec<_> = (0..64).map(|_| system.spawn(Count(0))).collect();
+            for round in 0..6u64 {
+                // Narrow and widen while messages flow: from this thread, and actors waking
+                // actors on the workers (each `Add` is told by the pool's own turns too, via
+                // the asks below).
+                let (width, before) = if round % 2 == 0 { (1, 2) } else { (2, 1) };
+                pool.set_width(width, before);
+                for i in 0..20_000u64 {
+                    actors[(i % 64) as usize].tell(Add).unwrap();
+                }
+                if width == 1 {
+                    wait_until("the second worker to step aside", || {
+                        pool.idle.set_aside() == 1
+                    });
+                } else {
+                    wait_until("the second worker to come back", || {
+                        pool.idle.set_aside() == 0
+                    });
+                }
+                let total: u64 = actors.iter().map(|a| a.ask(Get).wait().unwrap()).sum();
+                assert_eq!(total, 20_000 * (round + 1), "round {round}");
+            }
+            let metrics = system.pool_metrics();
+            assert_eq!(metrics[0].width_changes, 6);
+            system.shutdown();
+        }
+
+        #[test]
+        fn shutdown_wakes_a_worker_set_aside() {
+            let system = System::builder()
+                .workers(2)
+                .narrowing(false)
+                .build()
+                .unwrap();
+            let pool = default_pool(&system);
+            pool.set_width(1, 2);
+            wait_until("the second worker to step aside", || {
+                pool.idle.set_aside() == 1
+            });
+            let actor = system.spawn(Count(0));
+            actor.tell(Add).unwrap();
+            assert_eq!(actor.ask(Get).wait().unwrap(), 1);
+            system.shutdown_timeout(Duration::from_secs(20)).unwrap();
+        }
+
+        #[test]
+        fn a_narrowed_pool_widens_when_a_turn_holds_its_worker() {
+            // Asks wait without running turns themselves, so only a worker can answer.
+            let system = System::builder()
+                .workers(2)
+                .waiters_help(false)
+                .build()
+                .unwrap();
+            let pool = default_pool(&system);
+            pool.set_width(1, 2);
+            wait_until("the second worker to step aside", || {
+                pool.idle.set_aside() == 1
+            });
+            let sleeper = system.spawn(Sleeper);
+            let counter = system.spawn(Count(0));
+            sleeper.tell(Sleep(Duration::from_secs(3))).unwrap();
+            // The sleeper holds the one working worker (give it the time to start).
+            std::thread::sleep(Duration::from_millis(20));
+            let start = Instant::now();
+            counter.tell(Add).unwrap();
+            assert_eq!(counter.ask(Get).wait().unwrap(), 1);
+            let waited = start.elapsed();
+            // The monitor saw nothing handled for `STALL` while work waited, and widened.
+            assert!(
+                waited < Duration::from_millis(1_500),
+                "the ask waited {waited:?} behind a sleeping turn"
+            );
+            assert_eq!(pool.width.load(crate::loom::Ordering::Relaxed), 2);
+            system.shutdown_timeout(Duration::from_secs(20)).unwrap();
+        }
     }
 }

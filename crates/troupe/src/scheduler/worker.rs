@@ -179,6 +179,19 @@ impl<'a> WorkerLoop<'a> {
             self.publish_counters();
         }
         if let Ran::Yield(again) = ran {
+            // An actor that catches up waits in the run-next position, if it is free: senders
+            // on this worker lend it turns only there. In the local queue it would wait behind
+            // whatever runs next, however long that sends to it (on a narrowed pool nobody
+            // else takes it from there). The LIFO streak goes on counting, so after
+            // `LIFO_STREAK` such turns the local queue goes first.
+            let again = if again.catches_up() {
+                match self.local.run_next.put(again) {
+                    Ok(()) => return,
+                    Err(again) => again,
+                }
+            } else {
+                again
+            };
             self.lifo_streak = 0;
             self.local.queue.push(again);
             // Only wake a helper if this worker now has more than it can run next.
@@ -273,17 +286,16 @@ impl<'a> WorkerLoop<'a> {
         while let Some(task) = local.run_next.take() {
             self.run_turn(task);
         }
-        let mut handed_back = false;
         while let Some(runnable) = local.queue.pop() {
             self.shared.injector.push(runnable);
-            handed_back = true;
         }
         self.shared.idle.step_aside(self.searching);
         self.searching = false;
-        if handed_back {
-            // A working worker may be parked: it takes them from the injector.
-            self.shared.idle.notify_one();
-        }
+        // A working worker may be parked: it takes what was handed back from the injector.
+        // Even with nothing handed back: a notifier may have left work to this worker as a
+        // searcher, which it no longer is; `notify_one` after the count fell wakes a sleeper
+        // for it (the read-modify-write pairing of `idle.rs`).
+        self.shared.idle.notify_one();
         self.publish_counters();
         let back = loop {
             if self.shared.shutdown.load(Ordering::SeqCst) {
