@@ -299,4 +299,46 @@ mod loom_tests {
             w.join().unwrap();
         });
     }
+
+    /// A searching worker steps aside (`narrow.rs`) just as a producer pushes work and, seeing
+    /// a searcher, wakes nobody. The worker that steps aside notifies after its count fell
+    /// (`worker.rs`, `step_aside`), so the sleeping worker is woken: if it were not, it would
+    /// park for ever and loom reports the deadlock.
+    #[test]
+    fn loom_stepping_aside_loses_no_wake_up() {
+        loom::model(|| {
+            let work = Arc::new(Work(AtomicUsize::new(0)));
+            let handle: Arc<Mutex<Option<thread::Thread>>> = Arc::new(Mutex::new(None));
+            let idle = {
+                let handle = handle.clone();
+                Arc::new(Idle::with_wakes(vec![
+                    Box::new(move || {
+                        if let Some(worker) = handle.lock().unwrap().as_ref() {
+                            worker.unpark();
+                        }
+                    }),
+                    // The worker that steps aside is never parked in this model.
+                    Box::new(|| {}),
+                ]))
+            };
+            // Worker 0 runs out of work and sleeps until it has taken the one job.
+            let w = {
+                let (idle, work) = (idle.clone(), work.clone());
+                thread::spawn(move || worker(&idle, &work, 1))
+            };
+            *handle.lock().unwrap() = Some(w.thread().clone());
+            // Worker 1, searching, steps aside.
+            let aside = {
+                let idle = idle.clone();
+                thread::spawn(move || {
+                    idle.step_aside(true);
+                    idle.notify_one();
+                })
+            };
+            work.0.fetch_add(1, Ordering::Release);
+            idle.notify_one();
+            aside.join().unwrap();
+            w.join().unwrap();
+        });
+    }
 }
