@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::sync::Parker;
+use crossbeam_utils::sync::{Parker, Unparker};
 use crossbeam_utils::CachePadded;
 
 use crate::loom::{AtomicUsize, Mutex, Ordering};
@@ -24,6 +24,8 @@ struct Sleepers {
     all_since: Option<Instant>,
     /// Time every worker slept, intervals ended so far.
     all_total: Duration,
+    /// Woken when a time of every worker asleep ends (the pool's monitor, `narrow.rs`).
+    watcher: Option<Unparker>,
 }
 
 impl Sleepers {
@@ -31,6 +33,9 @@ impl Sleepers {
     fn end_all_asleep(&mut self) {
         if let Some(since) = self.all_since.take() {
             self.all_total += since.elapsed();
+            if let Some(watcher) = &self.watcher {
+                watcher.unpark();
+            }
         }
     }
 }
@@ -80,6 +85,7 @@ impl Idle {
                 list: Vec::with_capacity(wakes.len()),
                 all_since: None,
                 all_total: Duration::ZERO,
+                watcher: None,
             }),
             wakes: wakes.into_boxed_slice(),
         }
@@ -217,6 +223,16 @@ impl Idle {
             + sleepers
                 .all_since
                 .map_or(Duration::ZERO, |since| since.elapsed())
+    }
+
+    /// True while every worker sleeps.
+    pub(crate) fn all_asleep_now(&self) -> bool {
+        self.lock().all_since.is_some()
+    }
+
+    /// `watcher` is unparked whenever a time of every worker asleep ends.
+    pub(crate) fn watch(&self, watcher: Unparker) {
+        self.lock().watcher = Some(watcher);
     }
 
     fn lock(&self) -> crate::loom::MutexGuard<'_, Sleepers> {

@@ -32,8 +32,8 @@
 //!   while work waits (a handler that blocks, or computes for long), the pool widens at
 //!   once to all its workers and does not narrow again for a while ([`STALL_HOLD`],
 //!   doubling while stalls recur).
-//! - Cost an idle pool more than a wake-up per [`IDLE_TICK`]: with nothing handled the
-//!   monitor looks less often.
+//! - Cost an idle pool anything: once every worker sleeps and nothing was handled, the
+//!   monitor parks until the first worker is woken (`Idle::watch`).
 //!
 //! A worker reads the width once per turn (a line that changes a few times a second at
 //! most) and steps aside only between turns.
@@ -48,8 +48,6 @@ use crate::loom::Ordering;
 
 /// How often the monitor reads the counters while the pool works.
 pub(super) const TICK: Duration = Duration::from_millis(5);
-/// How often it looks at a pool that handled nothing.
-const IDLE_TICK: Duration = Duration::from_millis(100);
 /// Ticks at the current width, just before a trial, that the trial is compared with.
 const BASE_TICKS: usize = 4;
 /// Ticks of a trial: the first is the change settling, the rest are measured.
@@ -301,9 +299,15 @@ pub(super) fn run(shared: Arc<PoolShared>, parker: Parker) {
     let mut last_asleep = shared.idle.all_asleep();
     // When the working workers last handled a message, or no work waited.
     let mut progress_at = last_at;
-    let mut tick = TICK;
+    shared.idle.watch(parker.unparker().clone());
+    let mut asleep_now = false;
     loop {
-        parker.park_timeout(tick);
+        if asleep_now {
+            // Woken by the first worker woken (`Idle::watch`), or at shutdown.
+            parker.park();
+        } else {
+            parker.park_timeout(TICK);
+        }
         if shared.shutdown.load(Ordering::SeqCst) {
             return;
         }
@@ -340,11 +344,7 @@ pub(super) fn run(shared: Arc<PoolShared>, parker: Parker) {
         } else {
             climb.tick(width, working_now, handled, elapsed, now)
         };
-        tick = if handled == 0 && !waiting && next == width {
-            IDLE_TICK
-        } else {
-            TICK
-        };
+        asleep_now = handled == 0 && !waiting && next == width && shared.idle.all_asleep_now();
         if next != width {
             shared.set_width(next, width);
         }
