@@ -56,6 +56,11 @@ const TRIAL_TICKS: usize = 4;
 const MIN_ACTIVE: Duration = Duration::from_millis(1);
 /// Ticks a trial waits for its workers to step aside (~0.5 s) before it is given up.
 const MAX_PENDING: u32 = 100;
+/// How fast the best rate seen at a width is forgotten.
+const PEAK_HALF_LIFE: Duration = Duration::from_secs(2);
+/// A trial that did this much better (than the ticks before it and than the best the width
+/// did lately) is kept without going back to check.
+const SURE_GAIN: f64 = 1.5;
 /// A trial's width is kept only if it handled this much more per second.
 const GAIN: f64 = 1.10;
 /// A trial whose first measured tick handled less than this share of the rate before it
@@ -81,18 +86,82 @@ const STALL_HOLD: Duration = Duration::from_millis(250);
 enum Phase {
     /// At the current width; `wait` ticks until the next trial.
     Settled { wait: u32 },
-    /// Trying `width` (the previous one was `from`, measured at `base` messages per second).
-    /// `ticks` counts from when the workers were as many as `width` (a worker steps aside
-    /// only between turns); `pending` the ticks before.
+    /// Trying another width (the previous one was `from`, measured at `base` messages per
+    /// second in the ticks just before).
     Trial {
-        width: usize,
         from: usize,
         base: f64,
-        pending: u32,
-        ticks: usize,
-        handled: u64,
-        elapsed: Duration,
+        window: Window,
     },
+    /// Back at `from` after a trial that did better (`trial_rate` at `trial`), measuring it
+    /// again: the trial is kept only if it also beats what `from` does after it, so a rate
+    /// that was rising or falling anyway is not taken for the trial's doing.
+    Check {
+        trial: usize,
+        trial_rate: f64,
+        base: f64,
+        window: Window,
+    },
+}
+
+/// A measurement of a few ticks at one width.
+struct Window {
+    width: usize,
+    /// Ticks waited for the workers to be as many as `width` (a worker steps aside only
+    /// between turns).
+    pending: u32,
+    /// Ticks measured from then on (the first is the change settling in, not counted).
+    ticks: usize,
+    handled: u64,
+    elapsed: Duration,
+}
+
+/// What a window says after a tick.
+enum Measured {
+    /// Not done yet.
+    Going,
+    /// Done: the rate, messages per second.
+    Rate(f64),
+    /// Its workers never became as many as its width.
+    GivenUp,
+}
+
+impl Window {
+    fn new(width: usize) -> Self {
+        Window {
+            width,
+            pending: 0,
+            ticks: 0,
+            handled: 0,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// Adds a tick of `handled` messages in `elapsed` with `working` workers; `base` is the
+    /// rate it is compared with (a first measured tick below `WORSE` of it ends the window).
+    fn tick(&mut self, working: usize, handled: u64, elapsed: Duration, base: f64) -> Measured {
+        if self.ticks == 0 && working != self.width {
+            self.pending += 1;
+            return if self.pending < MAX_PENDING {
+                Measured::Going
+            } else {
+                Measured::GivenUp
+            };
+        }
+        if elapsed < MIN_ACTIVE {
+            return Measured::Going;
+        }
+        self.ticks += 1;
+        if self.ticks > 1 {
+            self.handled += handled;
+            self.elapsed += elapsed;
+        }
+        let clearly_worse = self.ticks == 2 && rate(&[(handled, elapsed)]) < base * WORSE;
+        if self.ticks < TRIAL_TICKS && !clearly_worse {
+            return Measured::Going;
+        }
+        Measured::Rate(rate(&[(self.handled, self.elapsed)]))
+    }
 }
 
 /// Messages per second over `ticks`.
@@ -115,8 +184,15 @@ struct Climb {
     /// Direction of the next trial where both are open: true for one worker fewer. A kept
     /// trial goes on the same way; one not kept turns round.
     narrower_next: bool,
-    /// The rate at the width the last trial settled on.
+    /// The rate measured at the width the last trial settled on (in the first full window
+    /// after it).
     decided: Option<f64>,
+    /// When a moved rate last started a trial.
+    asked_at: Option<Instant>,
+    /// The best base window at the current width lately (see `peak_at`), and when it was
+    /// last updated.
+    peak: f64,
+    peak_seen: Option<Instant>,
     /// No narrowing before this (after a stall).
     hold_until: Option<Instant>,
     hold: Duration,
@@ -131,6 +207,9 @@ impl Climb {
             recent: Vec::with_capacity(BASE_TICKS),
             narrower_next: true,
             decided: None,
+            asked_at: None,
+            peak: 0.0,
+            peak_seen: None,
             hold_until: None,
             hold: STALL_HOLD,
         }
@@ -147,6 +226,7 @@ impl Climb {
         now: Instant,
     ) -> usize {
         let held = self.hold_until.is_some_and(|until| now < until);
+        let peak = self.peak_at(now);
         match &mut self.phase {
             Phase::Settled { wait } => {
                 // Measured only once the workers are as many as the width (after a return
@@ -162,13 +242,24 @@ impl Climb {
                     return width;
                 }
                 let base = rate(&self.recent);
-                // The rate moved far from the one the last trial settled at: the work or the
-                // host changed, and the width that was best may not be.
-                if let Some(decided) = self.decided {
-                    if base > decided * CHANGED || base < decided / CHANGED {
-                        self.decided = None;
-                        *wait = 0;
+                self.peak = peak.max(base);
+                self.peak_seen = Some(now);
+                // The rate moved far from the one measured after the last trial: the work or
+                // the host changed, and the width that was best may not be. (At most once per
+                // `KEPT_WAIT`, so work whose rate swings by itself does not trial all along.)
+                match self.decided {
+                    None => self.decided = Some(base),
+                    Some(decided) if base > decided * CHANGED || base < decided / CHANGED => {
+                        let quiet = self
+                            .asked_at
+                            .is_none_or(|at| now.saturating_duration_since(at) >= TICK * KEPT_WAIT);
+                        if quiet {
+                            self.asked_at = Some(now);
+                            *wait = 0;
+                        }
+                        self.decided = Some(base);
                     }
+                    Some(_) => {}
                 }
                 if *wait > 0 {
                     return width;
@@ -184,91 +275,109 @@ impl Climb {
                 self.narrower_next = try_narrower;
                 let next = if try_narrower { width - 1 } else { width + 1 };
                 self.phase = Phase::Trial {
-                    width: next,
                     from: width,
                     base,
-                    pending: 0,
-                    ticks: 0,
-                    handled: 0,
-                    elapsed: Duration::ZERO,
+                    window: Window::new(next),
                 };
                 next
             }
-            Phase::Trial {
-                width: trial,
-                from,
-                base,
-                pending,
-                ticks,
-                handled: sum,
-                elapsed: time,
-            } => {
-                if *ticks == 0 && working != *trial {
-                    *pending += 1;
-                    if *pending < MAX_PENDING {
-                        return *trial;
+            Phase::Trial { from, base, window } => {
+                let (from, base, trial) = (*from, *base, window.width);
+                match window.tick(working, handled, elapsed, base) {
+                    Measured::Going => trial,
+                    Measured::GivenUp => self.not_kept(from, 2.0),
+                    // Far better, and better than the best this width did lately: no trend
+                    // of a few ticks, nor a slow phase of the work just before, does that.
+                    Measured::Rate(trial_rate) if trial_rate > base.max(peak) * SURE_GAIN => {
+                        self.kept(trial, trial_rate / base.max(1.0))
                     }
-                    // A turn kept a worker from stepping aside all this while: no trial.
-                    let from = *from;
-                    self.recent.clear();
-                    self.wait = (self.wait * 2).min(MAX_WAIT);
-                    self.phase = Phase::Settled { wait: self.wait };
-                    return from;
+                    Measured::Rate(trial_rate) if trial_rate > base * GAIN => {
+                        // Better: back to `from` to see whether it does as well again.
+                        self.phase = Phase::Check {
+                            trial,
+                            trial_rate,
+                            base,
+                            window: Window::new(from),
+                        };
+                        from
+                    }
+                    Measured::Rate(trial_rate) => {
+                        self.not_kept(from, (base / trial_rate.max(1.0)).powi(2))
+                    }
                 }
-                if elapsed < MIN_ACTIVE {
-                    return *trial;
-                }
-                *ticks += 1;
-                // The first tick of a trial is the change settling in: not measured.
-                if *ticks > 1 {
-                    *sum += handled;
-                    *time += elapsed;
-                }
-                // Clearly worse after its first measured tick: no need to lose more.
-                let clearly_worse = *ticks == 2
-                    && (handled as f64 / elapsed.as_secs_f64().max(1e-9)) < *base * WORSE;
-                if *ticks < TRIAL_TICKS && !clearly_worse {
-                    return *trial;
-                }
-                let rate = *sum as f64 / time.as_secs_f64().max(1e-9);
-                let (trial, from, base) = (*trial, *from, *base);
-                self.recent.clear();
-                if *sum > 0 && rate > base * GAIN {
-                    // The clearer the gain, the longer until the next trial, as for a loss;
-                    // and a width just kept holds for a while (`KEPT_WAIT`).
-                    // Unless the climb can go on the same way, which it tries soon.
-                    let gain = rate / base.max(1.0);
-                    let factor = (gain * gain).clamp(1.0, 64.0) as u32;
-                    let goes_on = if self.narrower_next {
-                        trial > 1
-                    } else {
-                        trial < self.workers
-                    };
-                    self.wait = if goes_on {
-                        MIN_WAIT
-                    } else {
-                        MIN_WAIT.saturating_mul(factor).clamp(KEPT_WAIT, MAX_WAIT)
-                    };
-                    self.phase = Phase::Settled { wait: self.wait };
-                    self.decided = Some(rate);
-                    trial
-                } else {
-                    // The worse the trial did, the longer until the next: a trial costs what
-                    // it loses, and a turn that began in it runs to its end at its width.
-                    let worse = base / rate.max(1.0);
-                    let factor = (worse * worse).clamp(4.0, 64.0) as u32;
-                    self.wait = self.wait.saturating_mul(factor).min(MAX_WAIT);
-                    self.narrower_next = !self.narrower_next;
-                    self.phase = Phase::Settled { wait: self.wait };
-                    self.decided = Some(base);
-                    from
+            }
+            Phase::Check {
+                trial,
+                trial_rate,
+                base,
+                window,
+            } => {
+                let (trial, trial_rate, base, from) = (*trial, *trial_rate, *base, window.width);
+                // Nothing is clearly worse here: the window measures what is kept anyway.
+                match window.tick(working, handled, elapsed, 0.0) {
+                    Measured::Going => from,
+                    Measured::GivenUp => self.not_kept(from, 2.0),
+                    Measured::Rate(after) if trial_rate > base.max(after) * GAIN => {
+                        self.kept(trial, trial_rate / base.max(after).max(1.0))
+                    }
+                    Measured::Rate(after) => {
+                        self.not_kept(from, (base.max(after) / trial_rate.max(1.0)).powi(2))
+                    }
                 }
             }
         }
     }
 
+    /// The trial of `trial` is kept, with `gain` over the width before: returns it. The
+    /// clearer the gain, the longer until the next trial (as for a loss), and a width just
+    /// kept holds for a while (`KEPT_WAIT`); unless the climb can go on the same way, which
+    /// it tries soon.
+    fn kept(&mut self, trial: usize, gain: f64) -> usize {
+        self.peak = 0.0;
+        let factor = (gain * gain).clamp(1.0, 64.0) as u32;
+        let goes_on = if self.narrower_next {
+            trial > 1
+        } else {
+            trial < self.workers
+        };
+        self.wait = if goes_on {
+            MIN_WAIT
+        } else {
+            MIN_WAIT.saturating_mul(factor).clamp(KEPT_WAIT, MAX_WAIT)
+        };
+        self.recent.clear();
+        self.phase = Phase::Settled { wait: self.wait };
+        self.decided = None;
+        trial
+    }
+
+    /// The trial is not kept: back to `from`. The worse it did (`factor`, at least 4), the
+    /// longer until the next (a trial costs what it loses, and a turn that began in it runs
+    /// to its end at its width), which tries the other way where both are open.
+    fn not_kept(&mut self, from: usize, factor: f64) -> usize {
+        let factor = factor.clamp(4.0, 64.0) as u32;
+        self.wait = self.wait.saturating_mul(factor).min(MAX_WAIT);
+        self.narrower_next = !self.narrower_next;
+        self.recent.clear();
+        self.phase = Phase::Settled { wait: self.wait };
+        self.decided = None;
+        from
+    }
+
+    /// The highest rate of a base window at the current width, halved every `PEAK_HALF_LIFE`
+    /// since it was last raised.
+    fn peak_at(&self, now: Instant) -> f64 {
+        let Some(seen) = self.peak_seen else {
+            return 0.0;
+        };
+        let halves =
+            now.saturating_duration_since(seen).as_secs_f64() / PEAK_HALF_LIFE.as_secs_f64();
+        self.peak * 0.5f64.powf(halves)
+    }
+
     /// The working workers stalled: all of them work from now, for a while.
     fn stalled(&mut self, now: Instant) -> usize {
+        self.peak = 0.0;
         let recurring = self.hold_until.is_some_and(|until| now < until + self.hold);
         self.hold = if recurring {
             (self.hold * 2).min(STALL_HOLD * 16)
@@ -346,6 +455,13 @@ pub(super) fn run(shared: Arc<PoolShared>, parker: Parker) {
         };
         asleep_now = handled == 0 && !waiting && next == width && shared.idle.all_asleep_now();
         if next != width {
+            if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() {
+                let rate = handled as f64 / elapsed.as_secs_f64().max(1e-9);
+                let stalled = matches!(climb.phase, Phase::Settled { .. })
+                    && next == workers
+                    && climb.hold_until.is_some_and(|u| u > now);
+                eprintln!("{:?} width {width}->{next} tick rate {rate:.3e} elapsed {elapsed:?} stall? {stalled} recent {:?}", now, climb.recent.len());
+            }
             shared.set_width(next, width);
         }
     }
@@ -391,6 +507,23 @@ mod tests {
     fn a_small_gain_is_not_worth_a_change() {
         let widths = climb(2, 200, |w| if w == 1 { 1_050 } else { 1_000 });
         assert_eq!(*widths.last().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_rate_that_rises_by_itself_is_not_taken_for_a_trials_gain() {
+        // Whatever the width, each tick handles 4 % more than the one before: a trial of
+        // either width does better than the ticks before it, but not than those after.
+        let mut climb = Climb::new(2);
+        let start = Instant::now();
+        let mut width = 2;
+        let mut rate = 1_000.0f64;
+        for i in 0..120 {
+            width = climb.tick(width, width, rate as u64, MS5, start + MS5 * i);
+            rate *= 1.04;
+            if matches!(climb.phase, Phase::Settled { .. }) {
+                assert_eq!(width, 2, "tick {i}: a trial was kept");
+            }
+        }
     }
 
     #[test]
