@@ -15,14 +15,23 @@
 //! workers) reads, every [`TICK`], the messages the workers' turns handled (each worker
 //! publishes a running count with plain stores, `RunNext::counting`). It keeps the pool's
 //! *width*, the number of workers that take work (the others are *set aside*: they hand
-//! back what they hold and park), and climbs: every so often it tries the next width for a
-//! few ticks, and keeps it if the pool handled clearly more messages per second there than
-//! in the ticks just before (time when every worker slept is left out: the rate is of a pool
-//! with work). Otherwise it goes back and waits at least four times as long before the next
-//! trial (the worse the trial did, the longer; up to [`MAX_WAIT`]), so a pool that has found
-//! its width pays little for asking again; a trial kept with a large gain is not questioned
-//! soon either. A rate that moves far from the one the last
-//! trial settled at (the host or the work changed) starts a trial at once.
+//! back what they hold and park), and climbs one worker at a time:
+//! - every so often it tries the next width for a few ticks (the first not measured; the
+//!   window starts only once the workers are as many as the width, since a worker steps
+//!   aside only between turns; one clearly worse tick ends it);
+//! - time when every worker slept is left out: the rate is of a pool with work (the gaps
+//!   between a benchmark's repetitions, a service between requests);
+//! - a trial that did 2x better than both the ticks before it and the best that width did
+//!   lately is kept at once; one that did 10 % better than both goes back to the width
+//!   before for as long again, and is kept only if it also beats that (work whose rate rises
+//!   or falls by itself, or has phases, such as a chain filling up after its actors were
+//!   spawned, is not taken for the trial's doing);
+//! - after a trial not kept, it waits at least four times as long before the next (the
+//!   square of how much worse it did; up to [`MAX_WAIT`]) and tries the other way where both
+//!   are open; after one kept, it goes on the same way soon, or, if it cannot, waits at
+//!   least [`KEPT_WAIT`];
+//! - a rate that moves 2x from the one measured after the last trial (the host or the work
+//!   changed) starts a trial at once, at most once per `KEPT_WAIT`.
 //!
 //! # What it never does
 //! - Hold back work: an actor runnable on a worker that steps aside goes to the injector,
@@ -59,8 +68,9 @@ const MAX_PENDING: u32 = 100;
 /// How fast the best rate seen at a width is forgotten.
 const PEAK_HALF_LIFE: Duration = Duration::from_secs(2);
 /// A trial that did this much better (than the ticks before it and than the best the width
-/// did lately) is kept without going back to check.
-const SURE_GAIN: f64 = 1.5;
+/// did lately) is kept without going back to check; one that did `GAIN` better than both is
+/// checked.
+const SURE_GAIN: f64 = 2.0;
 /// A trial's width is kept only if it handled this much more per second.
 const GAIN: f64 = 1.10;
 /// A trial whose first measured tick handled less than this share of the rate before it
@@ -283,7 +293,9 @@ impl Climb {
             }
             Phase::Trial { from, base, window } => {
                 let (from, base, trial) = (*from, *base, window.width);
-                match window.tick(working, handled, elapsed, base) {
+                let m = window.tick(working, handled, elapsed, base);
+                if let Measured::Rate(r) = m { if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() { eprintln!("trial {from}->{trial}: base {base:.3e} peak {peak:.3e} trial {r:.3e}"); } }
+                match m {
                     Measured::Going => trial,
                     Measured::GivenUp => self.not_kept(from, 2.0),
                     // Far better, and better than the best this width did lately: no trend
@@ -291,7 +303,7 @@ impl Climb {
                     Measured::Rate(trial_rate) if trial_rate > base.max(peak) * SURE_GAIN => {
                         self.kept(trial, trial_rate / base.max(1.0))
                     }
-                    Measured::Rate(trial_rate) if trial_rate > base * GAIN => {
+                    Measured::Rate(trial_rate) if trial_rate > base.max(peak) * GAIN => {
                         // Better: back to `from` to see whether it does as well again.
                         self.phase = Phase::Check {
                             trial,
@@ -314,7 +326,9 @@ impl Climb {
             } => {
                 let (trial, trial_rate, base, from) = (*trial, *trial_rate, *base, window.width);
                 // Nothing is clearly worse here: the window measures what is kept anyway.
-                match window.tick(working, handled, elapsed, 0.0) {
+                let m = window.tick(working, handled, elapsed, 0.0);
+                if let Measured::Rate(r) = m { if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() { eprintln!("check {from} after trial {trial}: base {base:.3e} trial {trial_rate:.3e} after {r:.3e}"); } }
+                match m {
                     Measured::Going => from,
                     Measured::GivenUp => self.not_kept(from, 2.0),
                     Measured::Rate(after) if trial_rate > base.max(after) * GAIN => {
