@@ -322,7 +322,8 @@ impl SystemBuilder {
     /// mostly pass messages (and every message that crosses between cores moves cache lines)
     /// fewer workers often handle more; where handlers do real work, more do. A turn that
     /// holds its worker for long while work waits widens the pool at once. The blocking pool
-    /// never narrows.
+    /// never narrows. The default can be turned off without a rebuild by setting the
+    /// `TROUPE_NARROWING` environment variable to `0` (this method wins over it).
     ///
     /// ```
     /// let system = troupe::System::builder().workers(2).narrowing(false).build().unwrap();

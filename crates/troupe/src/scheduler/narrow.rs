@@ -293,9 +293,7 @@ impl Climb {
             }
             Phase::Trial { from, base, window } => {
                 let (from, base, trial) = (*from, *base, window.width);
-                let m = window.tick(working, handled, elapsed, base);
-                if let Measured::Rate(r) = m { if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() { eprintln!("trial {from}->{trial}: base {base:.3e} peak {peak:.3e} trial {r:.3e}"); } }
-                match m {
+                match window.tick(working, handled, elapsed, base) {
                     Measured::Going => trial,
                     Measured::GivenUp => self.not_kept(from, 2.0),
                     // Far better, and better than the best this width did lately: no trend
@@ -326,9 +324,7 @@ impl Climb {
             } => {
                 let (trial, trial_rate, base, from) = (*trial, *trial_rate, *base, window.width);
                 // Nothing is clearly worse here: the window measures what is kept anyway.
-                let m = window.tick(working, handled, elapsed, 0.0);
-                if let Measured::Rate(r) = m { if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() { eprintln!("check {from} after trial {trial}: base {base:.3e} trial {trial_rate:.3e} after {r:.3e}"); } }
-                match m {
+                match window.tick(working, handled, elapsed, 0.0) {
                     Measured::Going => from,
                     Measured::GivenUp => self.not_kept(from, 2.0),
                     Measured::Rate(after) if trial_rate > base.max(after) * GAIN => {
@@ -469,13 +465,6 @@ pub(super) fn run(shared: Arc<PoolShared>, parker: Parker) {
         };
         asleep_now = handled == 0 && !waiting && next == width && shared.idle.all_asleep_now();
         if next != width {
-            if std::env::var_os("TROUPE_NARROW_DEBUG").is_some() {
-                let rate = handled as f64 / elapsed.as_secs_f64().max(1e-9);
-                let stalled = matches!(climb.phase, Phase::Settled { .. })
-                    && next == workers
-                    && climb.hold_until.is_some_and(|u| u > now);
-                eprintln!("{:?} width {width}->{next} tick rate {rate:.3e} elapsed {elapsed:?} stall? {stalled} recent {:?}", now, climb.recent.len());
-            }
             shared.set_width(next, width);
         }
     }
