@@ -234,6 +234,7 @@ impl Pool {
                 "pool `{name}` needs a throughput of at least one message per turn"
             )));
         }
+        let narrows = *narrowing && !*may_block && workers >= 2;
         let queues: Vec<_> = (0..workers)
             .map(|_| crossbeam_deque::Worker::new_fifo())
             .collect();
@@ -254,7 +255,10 @@ impl Pool {
             shutdown: AtomicBool::new(false),
             counters: (0..workers).map(|_| CachePadded::default()).collect(),
             width_changes: AtomicU64::new(0),
-            width: CachePadded::new(AtomicUsize::new(workers)),
+            // A pool that narrows starts on one worker and widens as soon as a trial shows
+            // that a second handles more (within ~30 ms of work), or at once if a turn holds
+            // the one worker while work waits (`narrow.rs`).
+            width: CachePadded::new(AtomicUsize::new(if narrows { 1 } else { workers })),
             handled: (0..workers)
                 .map(|_| Arc::new(CachePadded::new(AtomicU64::new(0))))
                 .collect(),
@@ -289,7 +293,7 @@ impl Pool {
             threads,
             monitor: None,
         };
-        if *narrowing && !*may_block && workers >= 2 {
+        if narrows {
             let parker = Parker::new();
             let unparker = parker.unparker().clone();
             let shared = pool.shared.clone();

@@ -15,14 +15,18 @@
 //! workers) reads, every [`TICK`], the messages the workers' turns handled (each worker
 //! publishes a running count with plain stores, `RunNext::counting`). It keeps the pool's
 //! *width*, the number of workers that take work (the others are *set aside*: they hand
-//! back what they hold and park), and climbs one worker at a time:
+//! back what they hold and park). The pool starts on one worker, and climbs one worker at a
+//! time:
 //! - every so often it tries the next width for a few ticks (the first not measured; the
 //!   window starts only once the workers are as many as the width, since a worker steps
 //!   aside only between turns; one clearly worse tick ends it);
 //! - time when every worker slept is left out: the rate is of a pool with work (the gaps
 //!   between a benchmark's repetitions, a service between requests);
+//! - the first trial comes after two ticks of work, so a fresh pool has its width within
+//!   ~25 ms of work;
 //! - a trial that did 2x better than both the ticks before it and the best that width did
-//!   lately is kept at once; one that did 10 % better than both goes back to the width
+//!   lately is kept at once (1.25x for a trial of one worker more: every worker at work is
+//!   where a pool without narrowing stays anyway); one that did 10 % better than both goes back to the width
 //!   before for as long again, and is kept only if it also beats that (work whose rate rises
 //!   or falls by itself, or has phases, such as a chain filling up after its actors were
 //!   spawned, is not taken for the trial's doing);
@@ -71,6 +75,18 @@ const PEAK_HALF_LIFE: Duration = Duration::from_secs(2);
 /// did lately) is kept without going back to check; one that did `GAIN` better than both is
 /// checked.
 const SURE_GAIN: f64 = 2.0;
+/// The same for a trial of one worker more.
+const SURE_WIDER: f64 = 1.25;
+
+/// The gain that keeps a trial at once (`wider`: of one worker more).
+fn sure(wider: bool) -> f64 {
+    if wider {
+        SURE_WIDER
+    } else {
+        SURE_GAIN
+    }
+}
+
 /// A trial's width is kept only if it handled this much more per second.
 const GAIN: f64 = 1.10;
 /// A trial whose first measured tick handled less than this share of the rate before it
@@ -199,6 +215,8 @@ struct Climb {
     decided: Option<f64>,
     /// When a moved rate last started a trial.
     asked_at: Option<Instant>,
+    /// No trial has been made yet.
+    first: bool,
     /// The best base window at the current width lately (see `peak_at`), and when it was
     /// last updated.
     peak: f64,
@@ -212,12 +230,15 @@ impl Climb {
     fn new(workers: usize) -> Self {
         Climb {
             workers,
-            phase: Phase::Settled { wait: MIN_WAIT },
+            // The first trial as soon as a base window is measured: a pool's best width
+            // matters from its first work on.
+            phase: Phase::Settled { wait: 0 },
             wait: MIN_WAIT,
             recent: Vec::with_capacity(BASE_TICKS),
             narrower_next: true,
             decided: None,
             asked_at: None,
+            first: true,
             peak: 0.0,
             peak_seen: None,
             hold_until: None,
@@ -248,7 +269,10 @@ impl Climb {
                     self.recent.push((handled, elapsed));
                 }
                 *wait = wait.saturating_sub(1);
-                if self.recent.len() < BASE_TICKS || handled == 0 {
+                // A pool's first trial compares with two ticks: a fresh pool (one per run of
+                // a benchmark, say) finds its width within ~25 ms of work.
+                let needed = if self.first { 2 } else { BASE_TICKS };
+                if self.recent.len() < needed || handled == 0 {
                     return width;
                 }
                 let base = rate(&self.recent);
@@ -284,6 +308,7 @@ impl Climb {
                 };
                 self.narrower_next = try_narrower;
                 let next = if try_narrower { width - 1 } else { width + 1 };
+                self.first = false;
                 self.phase = Phase::Trial {
                     from: width,
                     base,
@@ -297,8 +322,12 @@ impl Climb {
                     Measured::Going => trial,
                     Measured::GivenUp => self.not_kept(from, 2.0),
                     // Far better, and better than the best this width did lately: no trend
-                    // of a few ticks, nor a slow phase of the work just before, does that.
-                    Measured::Rate(trial_rate) if trial_rate > base.max(peak) * SURE_GAIN => {
+                    // of a few ticks, nor a slow phase of the work just before, does that. A
+                    // wider trial needs less: every worker at work is where a pool without
+                    // narrowing stays anyway.
+                    Measured::Rate(trial_rate)
+                        if trial_rate > base.max(peak) * sure(trial > from) =>
+                    {
                         self.kept(trial, trial_rate / base.max(1.0))
                     }
                     Measured::Rate(trial_rate) if trial_rate > base.max(peak) * GAIN => {
