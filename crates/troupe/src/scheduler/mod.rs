@@ -256,8 +256,8 @@ impl Pool {
             counters: (0..workers).map(|_| CachePadded::default()).collect(),
             width_changes: AtomicU64::new(0),
             // A pool that narrows starts on one worker and widens as soon as a trial shows
-            // that a second handles more (within ~30 ms of work), or at once if a turn holds
-            // the one worker while work waits (`narrow.rs`).
+            // that a second handles more (the first comes after ~40 ms of work), or at once
+            // if a turn holds the one worker while work waits (`narrow.rs`).
             width: CachePadded::new(AtomicUsize::new(if narrows { 1 } else { workers })),
             handled: (0..workers)
                 .map(|_| Arc::new(CachePadded::new(AtomicU64::new(0))))

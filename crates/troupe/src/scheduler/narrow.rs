@@ -22,8 +22,9 @@
 //!   aside only between turns; one clearly worse tick ends it);
 //! - time when every worker slept is left out: the rate is of a pool with work (the gaps
 //!   between a benchmark's repetitions, a service between requests);
-//! - the first trial comes after two ticks of work, so a fresh pool has its width within
-//!   ~25 ms of work;
+//! - the first trial comes after ~40 ms of work (a trial of two workers that came earlier
+//!   could take the second of two long turns, a counter's producers, to the other worker,
+//!   where it runs to its end however the trial ends);
 //! - a trial that did 2x better than both the ticks before it and the best that width did
 //!   lately is kept at once (1.25x for a trial of one worker more: every worker at work is
 //!   where a pool without narrowing stays anyway); one that did 10 % better than both goes back to the width
@@ -215,8 +216,6 @@ struct Climb {
     decided: Option<f64>,
     /// When a moved rate last started a trial.
     asked_at: Option<Instant>,
-    /// No trial has been made yet.
-    first: bool,
     /// The best base window at the current width lately (see `peak_at`), and when it was
     /// last updated.
     peak: f64,
@@ -230,15 +229,15 @@ impl Climb {
     fn new(workers: usize) -> Self {
         Climb {
             workers,
-            // The first trial as soon as a base window is measured: a pool's best width
-            // matters from its first work on.
-            phase: Phase::Settled { wait: 0 },
+            // The first trial after `MIN_WAIT` ticks of work: a trial of two workers that
+            // came earlier could take the second of two long turns (a counter's producers)
+            // to the other worker, where it runs to its end however the trial ends.
+            phase: Phase::Settled { wait: MIN_WAIT },
             wait: MIN_WAIT,
             recent: Vec::with_capacity(BASE_TICKS),
             narrower_next: true,
             decided: None,
             asked_at: None,
-            first: true,
             peak: 0.0,
             peak_seen: None,
             hold_until: None,
@@ -269,10 +268,7 @@ impl Climb {
                     self.recent.push((handled, elapsed));
                 }
                 *wait = wait.saturating_sub(1);
-                // A pool's first trial compares with two ticks: a fresh pool (one per run of
-                // a benchmark, say) finds its width within ~25 ms of work.
-                let needed = if self.first { 2 } else { BASE_TICKS };
-                if self.recent.len() < needed || handled == 0 {
+                if self.recent.len() < BASE_TICKS || handled == 0 {
                     return width;
                 }
                 let base = rate(&self.recent);
@@ -308,7 +304,6 @@ impl Climb {
                 };
                 self.narrower_next = try_narrower;
                 let next = if try_narrower { width - 1 } else { width + 1 };
-                self.first = false;
                 self.phase = Phase::Trial {
                     from: width,
                     base,
