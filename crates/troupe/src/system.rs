@@ -316,9 +316,9 @@ impl SystemBuilder {
     }
 
     /// Whether a pool of two workers or more runs on only as many of them as handle the most
-    /// messages (default: yes). A monitor thread per pool measures the messages handled every
-    /// few milliseconds, now and then tries one worker fewer or more, and keeps what handles
-    /// clearly more; the workers it sets aside hand back what they hold and park. Where actors
+    /// messages (default: yes). Such a pool starts on one worker; a monitor thread per pool
+    /// measures the messages handled every few milliseconds, now and then (first after ~40 ms
+    /// of work) tries one worker fewer or more, and keeps what handles clearly more; the workers it sets aside hand back what they hold and park. Where actors
     /// mostly pass messages (and every message that crosses between cores moves cache lines)
     /// fewer workers often handle more; where handlers do real work, more do. A turn that
     /// holds its worker for long while work waits widens the pool at once. The blocking pool
