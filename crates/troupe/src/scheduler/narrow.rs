@@ -687,6 +687,16 @@ mod tests {
                 .clone()
         }
 
+        /// The default pool, once its second worker has stepped aside.
+        fn narrowed_to_one(system: &System) -> Arc<PoolShared> {
+            let pool = default_pool(system);
+            pool.set_width(1, 2);
+            wait_until("the second worker to step aside", || {
+                pool.idle.set_aside() == 1
+            });
+            pool
+        }
+
         fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
             let deadline = Instant::now() + Duration::from_secs(20);
             while !done() {
@@ -738,11 +748,7 @@ mod tests {
                 .narrowing(false)
                 .build()
                 .unwrap();
-            let pool = default_pool(&system);
-            pool.set_width(1, 2);
-            wait_until("the second worker to step aside", || {
-                pool.idle.set_aside() == 1
-            });
+            narrowed_to_one(&system);
             let actor = system.spawn(Count(0));
             actor.tell(Add).unwrap();
             assert_eq!(actor.ask(Get).wait().unwrap(), 1);
@@ -757,11 +763,7 @@ mod tests {
                 .waiters_help(false)
                 .build()
                 .unwrap();
-            let pool = default_pool(&system);
-            pool.set_width(1, 2);
-            wait_until("the second worker to step aside", || {
-                pool.idle.set_aside() == 1
-            });
+            let pool = narrowed_to_one(&system);
             let sleeper = system.spawn(Sleeper);
             let counter = system.spawn(Count(0));
             sleeper.tell(Sleep(Duration::from_secs(3))).unwrap();
