@@ -7,11 +7,12 @@
 //! actor.
 //!
 //! The same slot serves three ways of waiting:
-//! - `.await` (it is a `Future`): the first poll looks for the reply for a few microseconds
-//!   (`spin.rs`), then the slot keeps the task's `Waker` (polling again with a waker that wakes
+//! - `.await` (it is a `Future`): a poll that may help runs its request's turn itself (a
+//!   `block_on` thread, or a task with `tasks_help`), then it looks for the reply for up to
+//!   50 µs (`spin.rs`), then the slot keeps the task's `Waker` (polling again with a waker that wakes
 //!   the same task keeps it; another one replaces it);
-//! - [`Ask::wait`] / [`Ask::wait_timeout`] from a plain thread: the thread spins briefly, then
-//!   parks, with its handle in the slot for the replier to unpark;
+//! - [`Ask::wait`] / [`Ask::wait_timeout`] from a plain thread: `wait` runs its request's
+//!   turn itself if no worker has taken it, then the thread spins briefly, then parks, with its handle in the slot for the replier to unpark;
 //! - [`Ask::pipe_to`](crate::Ask::pipe_to): the reply is delivered to another actor as a
 //!   message, through a callback stored inline in the slot (run by whichever side comes
 //!   second).
@@ -30,8 +31,9 @@
 //!   thread flow back to the asker's. An ask allocates nothing once the shelves are warm
 //!   (`tests/alone/ask_allocations.rs`).
 //! - `forward.rs`: `pipe_to`'s callback, stored inline (boxed only if it is large).
-//! - `spin.rs`: how long a polled `Ask` looks for its reply before it returns `Pending` (a
-//!   few microseconds, adapted per thread; never on a thread that runs actors).
+//! - `spin.rs`: how long a polled `Ask` looks for its reply before it returns `Pending` (up
+//!   to 50 µs, over a parked worker's wake-up, adapted per thread; never on a thread that
+//!   runs actors).
 //!
 //! # Timeouts
 //! `ask_timeout` arms a timer that fills the slot with [`AskError::Timeout`]. The timer holds a
@@ -73,6 +75,7 @@ pub(crate) fn channel<R: Send + 'static>(target: ActorId) -> (ReplySender<R>, As
         Ask {
             taker: Some(taker),
             target,
+            pending_since: None,
         },
     )
 }
@@ -335,6 +338,9 @@ pub struct Ask<R> {
     taker: Option<Taker<R>>,
     /// The actor asked (a thread-backed actor waiting on itself would never wake).
     target: ActorId,
+    /// When a poll first returned `Pending`: how soon the reply came after it tunes how long
+    /// the thread's polls look for replies (`reply/spin.rs`).
+    pending_since: Option<Instant>,
 }
 
 impl<R> fmt::Debug for Ask<R> {
@@ -534,8 +540,6 @@ impl<R> Future for Ask<R> {
             .taker
             .as_mut()
             .expect("`Ask` polled after it completed");
-        // A reply that comes within a few microseconds saves the task's runtime a park and a
-        // wake-up (`reply/spin.rs`).
         // Polled by a thread blocked in `System::block_on` (which waits for nothing else), the
         // turns it scheduled itself and no worker has taken yet (the request's own, most
         // often) are run here rather than waited for (`role::help_until`); not with a
@@ -543,16 +547,27 @@ impl<R> Future for Ask<R> {
         // turn only where the system says it may (`SystemBuilder::tasks_help`, off by
         // default): its thread has other tasks, which a handler that sleeps or hangs would
         // hold up (an exporting node's network I/O stalled behind 100 ms handlers this way).
-        if !taker.is_filled() && !spin::until(|| taker.is_filled()) && !taker.has_timer() {
+        // Without that help, a reply that comes while the poll looks for it (up to 50 µs,
+        // adaptive: `reply/spin.rs`) saves the task's runtime a park and a wake-up.
+        let filled = || taker.is_filled();
+        if !filled() {
             let by = if role::blocks_on() {
                 role::Waiter::Thread
             } else {
                 role::Waiter::Task
             };
-            role::help_until(target, &|| taker.is_filled(), by);
+            if taker.has_timer() || !role::help_until(target, &filled, by) {
+                spin::until(&filled);
+            }
         }
         if !taker.poll_filled(cx.waker()) {
+            if self.pending_since.is_none() {
+                self.pending_since = Some(Instant::now());
+            }
             return Poll::Pending;
+        }
+        if let Some(since) = self.pending_since {
+            spin::answered_after(since.elapsed());
         }
         match self.take_taker().try_take() {
             Ok(result) => Poll::Ready(result),

@@ -547,16 +547,15 @@ impl<R> Taker<R> {
         Err(self)
     }
 
-    /// Before a blocking wait: a short look for the value (adaptive, `spin.rs`), then, on a
-    /// plain thread, the turns it scheduled itself and no worker has taken (the request's own,
-    /// most often), run here (`role::help_until`). A reply computed on this thread needs no
-    /// worker to be woken for it and no wake-up of this thread. Not for a wait with a deadline:
-    /// a turn run here could outlast it.
+    /// Before a blocking wait, on a plain thread: the turns it scheduled itself and no worker
+    /// has taken (the request's own, most often), run here (`role::help_until`). A reply
+    /// computed on this thread needs no worker to be woken for it and no wake-up of this
+    /// thread, and it comes sooner than from a worker that would have to take the turn first
+    /// (`spin.rs`: help first). Not for a wait with a deadline: a turn run here could outlast
+    /// it.
     #[cfg(not(troupe_loom))]
     fn help(&self, target: ActorId) {
-        if !super::spin::until(|| self.is_filled()) {
-            role::help_until(target, &|| self.is_filled(), role::Waiter::Thread);
-        }
+        role::help_until(target, &|| self.is_filled(), role::Waiter::Thread);
     }
 
     /// Under loom there is no spin, and no pool to help.

@@ -4,69 +4,119 @@
 //! thread when the reply comes: a futex or eventfd write on the replying worker, then a
 //! context switch. On the 2-core machine of the benchmarks that is 12-20 µs per round trip
 //! (53-75 k asks/s from a tokio task), while the reply itself comes in well under a
-//! microsecond. So the first poll spins a little, looking at the slot after every spin hint,
-//! and only registers the waker if the reply has not come.
+//! microsecond. So a poll looks at the slot after every spin hint for a while first.
 //!
-//! A spin that fails is CPU taken from the runtime, so the budget adapts, per thread: a
-//! success restores it to [`MAX_HINTS`], a failure halves it. At zero the thread does not spin,
-//! except for a short probe every [`PROBE_EVERY`] polls, which restores the budget if replies
-//! have become quick again. So a task asking an actor that takes milliseconds loses at most a
-//! few microseconds a handful of times, then nothing.
+//! **Help first.** A wait that may run its request's turn itself (a plain thread's, or a
+//! task's where `SystemBuilder::tasks_help` allows it, while no worker has taken the turn)
+//! does so before it looks (`role::help_until`, called by `Ask::poll` and `Taker::wait`): the
+//! turn run here needs no worker and no wake-up, where a look waits for a worker to take it.
+//! Asks from a helping task measured 3.7-3.9 M/s looking (6 µs) before helping, 6.3-7.5 M/s
+//! helping first (`troupe-bench ask`, quiet). A plain thread that helped in vain spins and
+//! parks in `Taker::wait`; a task looks here, then returns `Pending`.
+//!
+//! **Why so long.** While the actor's worker is running, the reply comes in well under a
+//! microsecond. When the worker has parked (it searched for work for a few microseconds and
+//! found none, because this task was itself parked), the reply comes only after the worker's
+//! wake-up: 15-40 µs on the benchmarks' virtual machine. A look shorter than that never sees
+//! such a reply, so the task parks, and the worker, which finds nothing while the task wakes,
+//! parks too: every later round trip pays both wake-ups, a slow mode that a short look never
+//! leaves (with a 6 µs look, `troupe-bench ask` from a tokio task measured anywhere from
+//! 27 k to 4.1 M asks/s in one process). A look of [`SPIN_FOR`] covers a worker's wake-up;
+//! the first reply it sees has the worker running again, and the next round trip is fast.
+//!
+//! **Why the look yields, and stops at a long yield.** Beside busy threads the worker
+//! that must answer is often queued on this very core (woken by this thread's send), and a
+//! look that only spins holds it off for the whole look: beside two busy threads, a 50 µs
+//! look that only spun fell into a mode of 18 k asks/s. But a yield can also hand the core
+//! to a busy thread for the rest of its time slice (milliseconds), where a parked thread is
+//! back as soon as it is woken: a yield that kept the core away for 20 µs ends the look.
+//!
+//! **Adapting.** A look that fails is CPU taken from the runtime, so the budget is per thread
+//! ([`Budget`]): a look that sees the reply restores it to [`SPIN_FOR`], a failed one halves
+//! it (below a microsecond it is zero), and at zero one poll in [`PROBE_EVERY`] looks for the
+//! whole [`SPIN_FOR`] again. A reply that came within [`SPIN_FOR`] of a `Pending` restores the
+//! budget too ([`answered_after`]): a look would have seen it. A task asking an actor that
+//! answers in milliseconds loses about 100 µs of looking over its first few asks, then one
+//! look in 64.
 //!
 //! Never on a thread that runs actors (a pool's worker, or an actor's own thread): the reply
 //! may need that very thread, and a worker has other actors to run.
 
 use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use crate::role;
 
-/// The most spin hints of one poll: 256 hints are 6 µs at 25 ns a hint (measured on the
-/// benchmarks' EPYC), about 10 µs on cores with slower hints. Under the cost of one park and
-/// wake-up, well over the round trip to an actor on a running pool (0.3 µs).
-pub(super) const MAX_HINTS: u32 = 256;
-/// With the budget at zero, one poll in this many probes with [`PROBE_HINTS`].
+/// The longest one poll looks: over a parked worker's wake-up (15-40 µs measured on the
+/// benchmarks' virtual machine), well over the round trip to a running one (0.3 µs).
+pub(super) const SPIN_FOR: Duration = Duration::from_micros(50);
+/// A budget halved below this is zero.
+const MIN_SPIN: Duration = Duration::from_micros(1);
+/// A yield (with the looks after it) that took this long ends a look (see [`look`]): a
+/// worker that ran on this core during the yield answers within a few microseconds, a busy
+/// thread keeps the core for a time slice (milliseconds).
+const GAVE_AWAY: Duration = Duration::from_micros(20);
+/// With the budget at zero, one poll in this many looks for the whole [`SPIN_FOR`].
 pub(super) const PROBE_EVERY: u32 = 64;
-/// The budget of a probe.
-pub(super) const PROBE_HINTS: u32 = 16;
+/// Looks between two reads of the clock and two yields: 0.4 µs at 25 ns a hint, where a
+/// reply from a running worker comes; the clock costs about 20 ns.
+const LOOKS_PER_CLOCK: u32 = 16;
 
-/// A thread's spin budget for polled asks.
+/// A thread's look budget.
 #[derive(Debug)]
 pub(super) struct Budget {
-    hints: Cell<u32>,
-    /// Polls without a spin since the budget reached zero.
-    idle_polls: Cell<u32>,
+    /// Nanoseconds: 0, or [`MIN_SPIN`] up to [`SPIN_FOR`].
+    nanos: Cell<u64>,
+    /// Waits without a look since the budget reached zero.
+    idle: Cell<u32>,
 }
 
 impl Budget {
     pub(super) const fn new() -> Self {
         Budget {
-            hints: Cell::new(MAX_HINTS),
-            idle_polls: Cell::new(0),
+            nanos: Cell::new(SPIN_FOR.as_nanos() as u64),
+            idle: Cell::new(0),
         }
     }
 
-    /// The hints this poll may spin (0: none).
-    pub(super) fn hints(&self) -> u32 {
-        let hints = self.hints.get();
-        if hints > 0 {
-            return hints;
+    /// How long this wait may look (zero: not at all).
+    pub(super) fn allowed(&self) -> Duration {
+        match self.nanos.get() {
+            0 => {
+                let idle = self.idle.get() + 1;
+                if idle < PROBE_EVERY {
+                    self.idle.set(idle);
+                    Duration::ZERO
+                } else {
+                    self.idle.set(0);
+                    SPIN_FOR
+                }
+            }
+            nanos => Duration::from_nanos(nanos),
         }
-        let idle = self.idle_polls.get() + 1;
-        if idle < PROBE_EVERY {
-            self.idle_polls.set(idle);
-            return 0;
-        }
-        self.idle_polls.set(0);
-        PROBE_HINTS
     }
 
-    /// What the spin of this poll found.
+    /// What the look of this wait found.
     pub(super) fn record(&self, replied: bool) {
         if replied {
-            self.hints.set(MAX_HINTS);
-            self.idle_polls.set(0);
+            self.restore();
         } else {
-            self.hints.set(self.hints.get() / 2);
+            let half = self.nanos.get() / 2;
+            let min = MIN_SPIN.as_nanos() as u64;
+            self.nanos.set(if half < min { 0 } else { half });
+        }
+    }
+
+    fn restore(&self) {
+        self.nanos.set(SPIN_FOR.as_nanos() as u64);
+        self.idle.set(0);
+    }
+
+    /// A reply seen `waited` after its ask returned `Pending`: had the look lasted that long,
+    /// it would have seen it.
+    pub(super) fn answered_after(&self, waited: Duration) {
+        if waited <= SPIN_FOR {
+            self.restore();
         }
     }
 }
@@ -75,31 +125,60 @@ thread_local! {
     static BUDGET: Budget = const { Budget::new() };
 }
 
-/// Spins while `filled` is false, within this thread's budget; true if it became true. Does
-/// not spin on threads that run actors, or under loom (whose models cover the waker path).
-pub(super) fn until(filled: impl Fn() -> bool) -> bool {
-    // A simulation's thread has nobody to wait for: the reply comes only once it runs on.
-    if cfg!(troupe_loom) || role::runs_actors() || role::drives_simulation() {
+/// Whether this thread may look at all: not on threads that run actors, nor under loom (whose
+/// models cover the waker path), nor on a simulation's thread (the reply comes only once the
+/// simulation runs on).
+fn may_look() -> bool {
+    !(cfg!(troupe_loom) || role::runs_actors() || role::drives_simulation())
+}
+
+/// Looks while `filled` is false, within this thread's budget; true if it became true.
+pub(super) fn until(filled: &dyn Fn() -> bool) -> bool {
+    if !may_look() {
         return false;
     }
-    // A thread being torn down (its thread-locals gone) does not spin.
+    // A thread being torn down (its thread-locals gone) does not look.
     BUDGET
         .try_with(|budget| {
-            let hints = budget.hints();
-            if hints == 0 {
+            let allowed = budget.allowed();
+            if allowed.is_zero() {
                 return false;
             }
-            for _ in 0..hints {
-                std::hint::spin_loop();
-                if filled() {
-                    budget.record(true);
-                    return true;
-                }
-            }
-            budget.record(false);
-            false
+            let replied = look(allowed, filled);
+            budget.record(replied);
+            replied
         })
         .unwrap_or(false)
+}
+
+/// A reply came `waited` after its ask's poll returned `Pending` (see [`Budget::answered_after`]).
+pub(super) fn answered_after(waited: Duration) {
+    if may_look() {
+        let _ = BUDGET.try_with(|budget| budget.answered_after(waited));
+    }
+}
+
+/// Spin hints with a look after each, for about `allowed`, reading the clock and yielding the
+/// core every [`LOOKS_PER_CLOCK`] looks. A yield that kept the core
+/// away for [`GAVE_AWAY`] ends the look: something else wanted the core (a busy thread runs
+/// until its time slice ends), and a thread that parks gets it back as soon as it is woken.
+fn look(allowed: Duration, filled: &dyn Fn() -> bool) -> bool {
+    let start = Instant::now();
+    let mut last = start;
+    loop {
+        for _ in 0..LOOKS_PER_CLOCK {
+            std::hint::spin_loop();
+            if filled() {
+                return true;
+            }
+        }
+        let now = Instant::now();
+        if now - start >= allowed || now - last >= GAVE_AWAY {
+            return false;
+        }
+        last = now;
+        std::thread::yield_now();
+    }
 }
 
 #[cfg(all(test, not(troupe_loom)))]
@@ -107,63 +186,132 @@ mod tests {
     use super::*;
 
     #[test]
-    fn failures_halve_the_budget_down_to_none_then_probes_come_now_and_then() {
+    fn failures_halve_the_budget_down_to_none() {
         let budget = Budget::new();
-        let mut spun = Vec::new();
-        for _ in 0..12 {
-            let hints = budget.hints();
-            spun.push(hints);
-            if hints > 0 {
+        let mut allowed = Vec::new();
+        for _ in 0..9 {
+            let now = budget.allowed();
+            allowed.push(now.as_nanos());
+            if !now.is_zero() {
                 budget.record(false);
             }
         }
-        assert_eq!(spun, [256, 128, 64, 32, 16, 8, 4, 2, 1, 0, 0, 0]);
-        // At zero: PROBE_EVERY - 1 polls without a spin, then one probe.
-        let mut since_zero = 3; // the three zeros above
-        loop {
-            let hints = budget.hints();
-            since_zero += 1;
-            if hints > 0 {
-                assert_eq!(hints, PROBE_HINTS);
-                break;
-            }
+        assert_eq!(
+            allowed,
+            [50_000, 25_000, 12_500, 6_250, 3_125, 1_562, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn at_zero_one_poll_in_probe_every_looks_for_the_whole_budget() {
+        let budget = Budget::new();
+        while budget.allowed() > Duration::ZERO {
+            budget.record(false);
         }
-        assert_eq!(since_zero, PROBE_EVERY);
-        // A failed probe leaves it at zero: the next probe comes PROBE_EVERY polls later.
+        // The zero that ended the loop was the first of PROBE_EVERY - 1 polls without a look.
+        for _ in 2..PROBE_EVERY {
+            assert!(budget.allowed().is_zero());
+        }
+        assert_eq!(budget.allowed(), SPIN_FOR, "the probe");
+        // A failed probe: zero again, and the next probe PROBE_EVERY polls later.
         budget.record(false);
         for _ in 1..PROBE_EVERY {
-            assert_eq!(budget.hints(), 0);
+            assert!(budget.allowed().is_zero());
         }
-        assert_eq!(budget.hints(), PROBE_HINTS);
-    }
-
-    #[test]
-    fn a_success_restores_the_whole_budget() {
-        let budget = Budget::new();
-        for _ in 0..20 {
-            if budget.hints() > 0 {
-                budget.record(false);
-            }
-        }
-        assert_eq!(budget.hints(), 0);
-        while budget.hints() == 0 {}
+        assert_eq!(budget.allowed(), SPIN_FOR);
+        // A successful one restores the budget.
         budget.record(true);
-        assert_eq!(budget.hints(), MAX_HINTS);
+        assert_eq!(budget.allowed(), SPIN_FOR);
+        assert_eq!(budget.allowed(), SPIN_FOR);
     }
 
     #[test]
-    fn a_reply_already_there_is_seen_on_the_first_hint() {
-        assert!(until(|| true));
+    fn a_reply_seen_restores_the_whole_budget() {
+        let budget = Budget::new();
+        budget.record(false);
+        budget.record(false);
+        assert_eq!(budget.allowed(), SPIN_FOR / 4);
+        budget.record(true);
+        assert_eq!(budget.allowed(), SPIN_FOR);
     }
 
     #[test]
-    fn no_spin_on_a_thread_that_runs_actors() {
-        let _worker = role::enter(role::Role::Worker { may_block: false });
-        let looks = Cell::new(0);
-        assert!(!until(|| {
+    fn a_reply_that_came_soon_after_pending_restores_the_budget_a_late_one_does_not() {
+        let budget = Budget::new();
+        while !budget.allowed().is_zero() {
+            budget.record(false);
+        }
+        budget.answered_after(SPIN_FOR + Duration::from_micros(1));
+        assert!(budget.allowed().is_zero(), "a look would not have seen it");
+        budget.answered_after(Duration::from_micros(30));
+        assert_eq!(budget.allowed(), SPIN_FOR, "a look would have seen it");
+    }
+
+    /// Runs `f` on a fresh thread: its own budget, whole.
+    fn on_a_fresh_thread(f: impl FnOnce() + Send + 'static) {
+        std::thread::spawn(f).join().unwrap();
+    }
+
+    fn budget() -> Duration {
+        Duration::from_nanos(BUDGET.with(|budget| budget.nanos.get()))
+    }
+
+    /// `until` with a `filled` that counts its looks and says yes at look `at` (never with
+    /// `None`): whether it saw it, and the looks.
+    fn look_for(at: Option<u64>) -> (bool, u64) {
+        let looks = Cell::new(0u64);
+        let seen = until(&|| {
             looks.set(looks.get() + 1);
-            true
+            Some(looks.get()) == at
+        });
+        (seen, looks.get())
+    }
+
+    #[test]
+    fn a_reply_already_there_is_seen_at_the_first_look() {
+        on_a_fresh_thread(|| {
+            assert_eq!(look_for(Some(1)), (true, 1));
+            assert_eq!(budget(), SPIN_FOR);
+        });
+    }
+
+    #[test]
+    fn a_reply_that_comes_during_the_look_is_seen() {
+        // At the 16th look: before the clock is first read, however slow the machine.
+        on_a_fresh_thread(|| {
+            assert_eq!(look_for(Some(16)), (true, 16));
+            assert_eq!(budget(), SPIN_FOR);
+        });
+    }
+
+    #[test]
+    fn a_look_that_sees_nothing_ends_and_halves_the_budget() {
+        on_a_fresh_thread(|| {
+            let (seen, looks) = look_for(None);
+            assert!(!seen);
+            assert!(looks >= u64::from(LOOKS_PER_CLOCK));
+            assert_eq!(budget(), SPIN_FOR / 2);
+        });
+    }
+
+    #[test]
+    fn a_look_whose_thread_lost_the_core_for_a_while_ends_there() {
+        // The 20th look "loses the core" for 30 µs (a sleep), as a yield to a busy thread does:
+        // the look ends at its next read of the clock, well inside its 50 µs.
+        let looks = Cell::new(0u32);
+        assert!(!look(SPIN_FOR, &|| {
+            looks.set(looks.get() + 1);
+            if looks.get() == 20 {
+                std::thread::sleep(GAVE_AWAY + Duration::from_micros(10));
+            }
+            false
         }));
-        assert_eq!(looks.get(), 0);
+        assert!(looks.get() <= 2 * LOOKS_PER_CLOCK, "{} looks", looks.get());
+    }
+
+    #[test]
+    fn no_look_on_a_thread_that_runs_actors() {
+        let _worker = role::enter(role::Role::Worker { may_block: false });
+        assert_eq!(look_for(Some(1)), (false, 0));
     }
 }
