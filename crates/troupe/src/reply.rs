@@ -9,10 +9,11 @@
 //! The same slot serves three ways of waiting:
 //! - `.await` (it is a `Future`): a poll that may help runs its request's turn itself (a
 //!   `block_on` thread, or a task with `tasks_help`), then it looks for the reply for up to
-//!   50 µs (`spin.rs`), then the slot keeps the task's `Waker` (polling again with a waker that wakes
-//!   the same task keeps it; another one replaces it);
+//!   50 µs (`spin.rs`), then the slot keeps the task's `Waker` (polling again with a waker
+//!   that wakes the same task keeps it; another one replaces it);
 //! - [`Ask::wait`] / [`Ask::wait_timeout`] from a plain thread: `wait` runs its request's
-//!   turn itself if no worker has taken it, then the thread spins briefly, then parks, with its handle in the slot for the replier to unpark;
+//!   turn itself if no worker has taken it, then the thread spins briefly, then parks, with
+//!   its handle in the slot for the replier to unpark;
 //! - [`Ask::pipe_to`](crate::Ask::pipe_to): the reply is delivered to another actor as a
 //!   message, through a callback stored inline in the slot (run by whichever side comes
 //!   second).

@@ -294,8 +294,7 @@ impl SystemBuilder {
     /// Whether an async task awaiting an ask (a tokio task, or one of any executor) may run,
     /// on its own thread, the turn of the actor it asked, as a waiting thread does
     /// ([`waiters_help`](Self::waiters_help)): when the task scheduled that turn itself, no
-    /// worker has taken it yet, and the reply did not come while the task's first poll looked
-    /// for it (default: no).
+    /// worker has taken it yet (it does so before it looks for the reply; default: no).
     ///
     /// Say yes only if no handler of the system's pools sleeps, blocks or runs long: a turn
     /// run by a task holds up every other task of that task's thread while it runs (a
