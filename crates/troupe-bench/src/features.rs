@@ -438,12 +438,14 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
         "tokio-task-helping",
     ] {
         let label = format!("ask plain from {from} {n}");
-        let responder = if from == "tokio-task-helping" {
-            &helped_responder
+        let (responder, asked) = if from == "tokio-task-helping" {
+            (&helped_responder, &helping)
         } else {
-            &responder
+            (&responder, &system)
         };
-        let [rate] = runner.measure(&label, || {
+        // With the asked system's counters per repetition: turns run by the waiting thread or
+        // task (`helped_turns`), parks, the cores' distance, so each mode explains itself.
+        let ([rate], counters) = runner.measure_counted(&label, asked, || {
             let start = Instant::now();
             let last = match from {
                 "thread" | "thread-timeout" => {
@@ -478,13 +480,15 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             if last != n {
                 bail!("ask validation failed: the chain reached {last}, not {n}");
             }
-            Ok([n as f64 / elapsed.as_secs_f64()])
+            // Handled: each ask, by the responder.
+            Ok(([n as f64 / elapsed.as_secs_f64()], n))
         })?;
         let params = json!({ "asks": n, "reply": "plain", "from": from })
             .as_object()
             .expect("object")
             .clone();
-        runner.emit(&Record::new(
+        runner.emit(
+            &Record::new(
             "ask",
             "round_trips",
             "troupe",
@@ -508,7 +512,9 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
                     _ => "ask(..).await",
                 },
             ),
-        ))?;
+        )
+            .with_counters(counters),
+        )?;
     }
     tokio_reference(runner, config, &io, system.workers(), n)?;
     io.shutdown_background();
