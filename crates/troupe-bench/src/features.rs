@@ -487,32 +487,34 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             .as_object()
             .expect("object")
             .clone();
+        let notes = format!(
+            "{}; from {}, each ask after the previous reply ({}); the handler returns the \
+             reply",
+            config.notes(),
+            match from {
+                "tokio-task" => "a tokio task on a runtime of one thread",
+                "tokio-task-helping" => {
+                    "a tokio task on a runtime of one thread, in a system built with \
+                     tasks_help(true) (the task may run the turn of its request)"
+                }
+                _ => "a plain thread",
+            },
+            match from {
+                "thread" => "ask(..).wait()",
+                "thread-timeout" => "ask(..).wait_timeout(60 s)",
+                _ => "ask(..).await",
+            },
+        );
         runner.emit(
             &Record::new(
-            "ask",
-            "round_trips",
-            "troupe",
-            params,
-            "asks/s",
-            rate,
-            &format!(
-                "{}; from {}, each ask after the previous reply ({}); the handler returns the reply",
-                config.notes(),
-                match from {
-                    "tokio-task" => "a tokio task on a runtime of one thread",
-                    "tokio-task-helping" => {
-                        "a tokio task on a runtime of one thread, in a system built with \
-                         tasks_help(true) (the task may run the turn of its request)"
-                    }
-                    _ => "a plain thread",
-                },
-                match from {
-                    "thread" => "ask(..).wait()",
-                    "thread-timeout" => "ask(..).wait_timeout(60 s)",
-                    _ => "ask(..).await",
-                },
-            ),
-        )
+                "ask",
+                "round_trips",
+                "troupe",
+                params,
+                "asks/s",
+                rate,
+                &notes,
+            )
             .with_counters(counters),
         )?;
     }

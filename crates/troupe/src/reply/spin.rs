@@ -49,7 +49,7 @@ use crate::role;
 
 /// The longest one poll looks: over a parked worker's wake-up (15-40 µs measured on the
 /// benchmarks' virtual machine), well over the round trip to a running one (0.3 µs).
-pub(super) const SPIN_FOR: Duration = Duration::from_micros(50);
+const SPIN_FOR: Duration = Duration::from_micros(50);
 /// A budget halved below this is zero.
 const MIN_SPIN: Duration = Duration::from_micros(1);
 /// A yield (with the looks after it) that took this long ends a look (see [`look`]): a
@@ -57,32 +57,32 @@ const MIN_SPIN: Duration = Duration::from_micros(1);
 /// thread keeps the core for a time slice (milliseconds).
 const GAVE_AWAY: Duration = Duration::from_micros(20);
 /// With the budget at zero, one poll in this many looks for the whole [`SPIN_FOR`].
-pub(super) const PROBE_EVERY: u32 = 64;
+const PROBE_EVERY: u32 = 64;
 /// Looks between two reads of the clock and two yields: 0.4 µs at 25 ns a hint, where a
 /// reply from a running worker comes; the clock costs about 20 ns.
 const LOOKS_PER_CLOCK: u32 = 16;
 
 /// A thread's look budget.
 #[derive(Debug)]
-pub(super) struct Budget {
-    /// Nanoseconds: 0, or [`MIN_SPIN`] up to [`SPIN_FOR`].
-    nanos: Cell<u64>,
+struct Budget {
+    /// Zero, or [`MIN_SPIN`] up to [`SPIN_FOR`].
+    left: Cell<Duration>,
     /// Waits without a look since the budget reached zero.
     idle: Cell<u32>,
 }
 
 impl Budget {
-    pub(super) const fn new() -> Self {
+    const fn new() -> Self {
         Budget {
-            nanos: Cell::new(SPIN_FOR.as_nanos() as u64),
+            left: Cell::new(SPIN_FOR),
             idle: Cell::new(0),
         }
     }
 
     /// How long this wait may look (zero: not at all).
-    pub(super) fn allowed(&self) -> Duration {
-        match self.nanos.get() {
-            0 => {
+    fn allowed(&self) -> Duration {
+        match self.left.get() {
+            Duration::ZERO => {
                 let idle = self.idle.get() + 1;
                 if idle < PROBE_EVERY {
                     self.idle.set(idle);
@@ -92,29 +92,32 @@ impl Budget {
                     SPIN_FOR
                 }
             }
-            nanos => Duration::from_nanos(nanos),
+            left => left,
         }
     }
 
     /// What the look of this wait found.
-    pub(super) fn record(&self, replied: bool) {
+    fn record(&self, replied: bool) {
         if replied {
             self.restore();
         } else {
-            let half = self.nanos.get() / 2;
-            let min = MIN_SPIN.as_nanos() as u64;
-            self.nanos.set(if half < min { 0 } else { half });
+            let half = self.left.get() / 2;
+            self.left.set(if half < MIN_SPIN {
+                Duration::ZERO
+            } else {
+                half
+            });
         }
     }
 
     fn restore(&self) {
-        self.nanos.set(SPIN_FOR.as_nanos() as u64);
+        self.left.set(SPIN_FOR);
         self.idle.set(0);
     }
 
     /// A reply seen `waited` after its ask returned `Pending`: had the look lasted that long,
     /// it would have seen it.
-    pub(super) fn answered_after(&self, waited: Duration) {
+    fn answered_after(&self, waited: Duration) {
         if waited <= SPIN_FOR {
             self.restore();
         }
@@ -159,9 +162,9 @@ pub(super) fn answered_after(waited: Duration) {
 }
 
 /// Spin hints with a look after each, for about `allowed`, reading the clock and yielding the
-/// core every [`LOOKS_PER_CLOCK`] looks. A yield that kept the core
-/// away for [`GAVE_AWAY`] ends the look: something else wanted the core (a busy thread runs
-/// until its time slice ends), and a thread that parks gets it back as soon as it is woken.
+/// core every [`LOOKS_PER_CLOCK`] looks. A yield that kept the core away for [`GAVE_AWAY`]
+/// ends the look: something else wanted the core (a busy thread runs until its time slice
+/// ends), and a thread that parks gets it back as soon as it is woken.
 fn look(allowed: Duration, filled: &dyn Fn() -> bool) -> bool {
     let start = Instant::now();
     let mut last = start;
@@ -253,7 +256,7 @@ mod tests {
     }
 
     fn budget() -> Duration {
-        Duration::from_nanos(BUDGET.with(|budget| budget.nanos.get()))
+        BUDGET.with(|budget| budget.left.get())
     }
 
     /// `until` with a `filled` that counts its looks and says yes at look `at` (never with
