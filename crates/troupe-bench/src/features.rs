@@ -423,23 +423,24 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
     }
     // Asks from outside the pool: a plain thread blocking on each reply, and a tokio task
     // awaiting it (a runtime of one worker thread), each ask after the previous reply; the
-    // task once more in a system that lets tasks help (`SystemBuilder::tasks_help`).
+    // task once more in a system whose tasks may not run the turn of their request
+    // (`SystemBuilder::tasks_help(false)`; by default they do while turns are short).
     let io = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("ask-tokio")
         .build()
         .context("starting the tokio runtime of the asking task")?;
-    let helping = config.builder().tasks_help(true).build()?;
-    let helped_responder = helping.spawn(Responder);
+    let not_helping = config.builder().tasks_help(false).build()?;
+    let unhelped_responder = not_helping.spawn(Responder);
     for from in [
         "thread",
         "thread-timeout",
         "tokio-task",
-        "tokio-task-helping",
+        "tokio-task-not-helping",
     ] {
         let label = format!("ask plain from {from} {n}");
-        let (responder, asked) = if from == "tokio-task-helping" {
-            (&helped_responder, &helping)
+        let (responder, asked) = if from == "tokio-task-not-helping" {
+            (&unhelped_responder, &not_helping)
         } else {
             (&responder, &system)
         };
@@ -492,10 +493,13 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
              reply",
             config.notes(),
             match from {
-                "tokio-task" => "a tokio task on a runtime of one thread",
-                "tokio-task-helping" => {
+                "tokio-task" => {
+                    "a tokio task on a runtime of one thread (it may run the turn of its \
+                     request while turns are short, the default)"
+                }
+                "tokio-task-not-helping" => {
                     "a tokio task on a runtime of one thread, in a system built with \
-                     tasks_help(true) (the task may run the turn of its request)"
+                     tasks_help(false) (a worker runs every request)"
                 }
                 _ => "a plain thread",
             },
@@ -520,7 +524,7 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
     }
     tokio_reference(runner, config, &io, system.workers(), n)?;
     io.shutdown_background();
-    helping.shutdown_timeout(Duration::from_secs(60))?;
+    not_helping.shutdown_timeout(Duration::from_secs(60))?;
     system.shutdown_timeout(Duration::from_secs(60))?;
     Ok(())
 }

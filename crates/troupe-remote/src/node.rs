@@ -1364,7 +1364,9 @@ impl<A: Actor> ExportBuilder<A> {
                 }
                 Some((id, reply_to)) => {
                     let permit = node.admit(reply_to)?;
-                    let ask = addr.ask(msg);
+                    // Awaited on the node's runtime, whose thread reads the frames: a turn
+                    // run there would stop the reading while a handler sleeps.
+                    let ask = addr.ask(msg).without_help();
                     let node = node.clone();
                     let outbox = node.outbox(reply_to, None);
                     node.handle.clone().spawn(async move {

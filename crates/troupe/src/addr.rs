@@ -583,7 +583,9 @@ impl<A: Actor> Addr<A> {
 
     /// Resolves when the actor has stopped, with how it ended: `.await` it, or
     /// [`wait`](Ask::wait) for it from a thread (joining an actor, as a thread is joined). At
-    /// once if it has stopped already.
+    /// once if it has stopped already. It is no request, so its waiter never runs the actor's
+    /// turns itself ([`Ask::without_help`]): a task that polls it beside other work (in a
+    /// `select!` loop) is not held by the actor's handlers.
     ///
     /// ```
     /// use troupe::{Actor, StopReason, System};
@@ -604,7 +606,7 @@ impl<A: Actor> Addr<A> {
         if let Err((watcher, reason)) = added {
             watcher(self.cell.id(), &reason);
         }
-        stopped
+        stopped.without_help()
     }
 
     /// A handle to this actor typed by the message it takes, not by the actor: to give a

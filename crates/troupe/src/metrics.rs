@@ -107,6 +107,10 @@ pub struct PoolMetrics {
     /// Turns run not by a worker but by a plain thread waiting for a reply, on the actors it
     /// had scheduled itself and no worker had taken yet (not counted in `turns`).
     pub helped_turns: u64,
+    /// Tasks awaiting an ask may run this pool's actors at this moment
+    /// (`SystemBuilder::tasks_help`): false where the builder said no, on a pool for blocking
+    /// code, and once turns run by a task held its thread for long (the default's rule).
+    pub tasks_help: bool,
     /// Workers running no turn at this moment: looking for work, or parked. A worker
     /// publishes its counters as it runs out of work, so once every worker is idle the
     /// counters above hold every turn run so far. Approximate while workers change state

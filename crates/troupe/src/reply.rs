@@ -77,6 +77,7 @@ pub(crate) fn channel<R: Send + 'static>(target: ActorId) -> (ReplySender<R>, As
             taker: Some(taker),
             target,
             pending_since: None,
+            helps: true,
         },
     )
 }
@@ -342,6 +343,9 @@ pub struct Ask<R> {
     /// When a poll first returned `Pending`: how soon the reply came after it tunes how long
     /// the thread's polls look for replies (`reply/spin.rs`).
     pending_since: Option<Instant>,
+    /// Whether the waiter may run the request's turn itself where the system allows it
+    /// (false after [`Ask::without_help`]).
+    helps: bool,
 }
 
 impl<R> fmt::Debug for Ask<R> {
@@ -429,6 +433,39 @@ impl<R> Ask<R> {
         }
     }
 
+    /// This ask's waiter never runs the asked actor's turn itself: a worker runs it, and the
+    /// reply wakes the waiter. For a task whose thread must stay free whatever the handler
+    /// does, such as the one reading a connection's frames: by default a task awaiting an ask
+    /// may run its request's turn on its own thread while turns are short
+    /// ([`SystemBuilder::tasks_help`](crate::SystemBuilder::tasks_help)), and the first
+    /// handlers that sleep would hold that thread before the rule stops it.
+    ///
+    /// ```
+    /// use troupe::{Actor, Context, Handler, Message, System};
+    ///
+    /// struct Echo;
+    /// impl Actor for Echo {}
+    /// struct Ping(u32);
+    /// impl Message for Ping {
+    ///     type Reply = u32;
+    /// }
+    /// impl Handler<Ping> for Echo {
+    ///     fn handle(&mut self, Ping(n): Ping, _: &mut Context<Self>) -> u32 {
+    ///         n
+    ///     }
+    /// }
+    ///
+    /// let system = System::new();
+    /// let echo = system.spawn(Echo);
+    /// assert_eq!(system.block_on(echo.ask(Ping(7)).without_help()), Ok(7));
+    /// system.shutdown();
+    /// ```
+    #[must_use = "an ask does nothing unless it is awaited or waited for"]
+    pub fn without_help(mut self) -> Self {
+        self.helps = false;
+        self
+    }
+
     /// Blocks the calling thread until the reply arrives or the actor stops.
     ///
     /// # Panics
@@ -460,8 +497,9 @@ impl<R> Ask<R> {
             // With a deadline (`ask_timeout`) the thread does not help: a turn run here could
             // outlast it.
             None => {
+                let helps = self.helps;
                 let taker = self.take_taker();
-                let help_with = (!taker.has_timer()).then_some(self.target);
+                let help_with = (helps && !taker.has_timer()).then_some(self.target);
                 taker.wait(help_with)
             }
             // Without a deadline the simulation runs until the reply is in, or reports that it
@@ -536,7 +574,7 @@ impl<R> Future for Ask<R> {
     type Output = Result<R, AskError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
-        let target = self.target;
+        let (target, helps) = (self.target, self.helps);
         let taker = self
             .taker
             .as_mut()
@@ -544,10 +582,11 @@ impl<R> Future for Ask<R> {
         // Polled by a thread blocked in `System::block_on` (which waits for nothing else), the
         // turns it scheduled itself and no worker has taken yet (the request's own, most
         // often) are run here rather than waited for (`role::help_until`); not with a
-        // deadline, which a turn run here could outlast. A task of any other executor runs a
-        // turn only where the system says it may (`SystemBuilder::tasks_help`, off by
-        // default): its thread has other tasks, which a handler that sleeps or hangs would
-        // hold up (an exporting node's network I/O stalled behind 100 ms handlers this way).
+        // deadline, which a turn run here could outlast, nor after `without_help`. A task of
+        // any other executor runs a turn only where the system says it may
+        // (`SystemBuilder::tasks_help`; by default until turns it ran held its thread for
+        // long twice in a row): its thread has other tasks, which a handler that sleeps or
+        // hangs would hold up.
         // Without that help, a reply that comes while the poll looks for it (up to 50 µs,
         // adaptive: `reply/spin.rs`) saves the task's runtime a park and a wake-up.
         let filled = || taker.is_filled();
@@ -557,7 +596,7 @@ impl<R> Future for Ask<R> {
             } else {
                 role::Waiter::Task
             };
-            if taker.has_timer() || !role::help_until(target, &filled, by) {
+            if taker.has_timer() || !helps || !role::help_until(target, &filled, by) {
                 spin::until(&filled);
             }
         }

@@ -33,7 +33,7 @@ use crate::metrics::PoolMetrics;
 use crate::names::RegistryError;
 use crate::role;
 use crate::runtime::{Host, PoolEntry, SystemShared};
-use crate::scheduler::{Pool, PoolConfig};
+use crate::scheduler::{Pool, PoolConfig, TasksHelp};
 use crate::signal::Signal;
 use crate::spawn::{self, Placement, SpawnOptions};
 use crate::timer::{SimulatedClock, TimerService};
@@ -76,7 +76,7 @@ pub struct SystemBuilder {
     /// See [`SystemBuilder::waiters_help`].
     waiters_help: bool,
     /// See [`SystemBuilder::tasks_help`].
-    tasks_help: bool,
+    tasks_help: Option<bool>,
     /// See [`SystemBuilder::narrowing`].
     narrowing: bool,
 }
@@ -93,7 +93,7 @@ impl Default for SystemBuilder {
             pools: Vec::new(),
             observe: None,
             waiters_help: true,
-            tasks_help: false,
+            tasks_help: None,
             narrowing: std::env::var_os("TROUPE_NARROWING").is_none_or(|v| v != "0"),
         }
     }
@@ -310,7 +310,7 @@ impl SystemBuilder {
     /// system.shutdown();
     /// ```
     pub fn tasks_help(mut self, help: bool) -> Self {
-        self.tasks_help = help;
+        self.tasks_help = Some(help);
         self
     }
 
@@ -468,7 +468,11 @@ impl SystemBuilder {
                     may_block,
                     io: Some(io.clone()),
                     waiters_help: self.waiters_help,
-                    tasks_help: self.tasks_help,
+                    tasks_help: match self.tasks_help {
+                        None => TasksHelp::WhileShort,
+                        Some(true) => TasksHelp::Always,
+                        Some(false) => TasksHelp::Never,
+                    },
                     narrowing: self.narrowing,
                 };
                 PoolEntry::new(name, config)
@@ -991,6 +995,7 @@ impl System {
                         parks: c.parks,
                         lent_turns: c.lent,
                         helped_turns: c.helped,
+                        tasks_help: c.tasks_help,
                         idle_workers: c.idle_workers,
                         injected_waiting: c.injected_waiting,
                         width: c.width,

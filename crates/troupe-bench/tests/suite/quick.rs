@@ -109,7 +109,7 @@ fn quick_suite_produces_valid_validated_results() {
         "thread",
         "thread-timeout",
         "tokio-task",
-        "tokio-task-helping",
+        "tokio-task-not-helping",
     ] {
         assert!(
             ask_froms.contains(from),

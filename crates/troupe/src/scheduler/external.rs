@@ -30,15 +30,18 @@
 //! A lease names its pool by the `Arc` of the pool's [`External`]: the lease holds that `Arc`,
 //! so no other pool's can live at the same address while the lease exists.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Stealer, Worker as LocalQueue};
 
+use super::counter;
 use crate::id::ActorId;
 use crate::loom::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use crate::raw::{self, Ran, RunNext, Runnable};
 use crate::role::{self, Role, Waiter};
+use crate::scheduler::TasksHelp;
 
 /// Queues per pool for outside threads (more sending threads than this share the injector).
 pub(super) const QUEUES: usize = 8;
@@ -58,12 +61,17 @@ pub(super) struct External {
     /// Waiting threads may run its actors (not on a pool for blocking code, nor where the
     /// system's builder said no: `SystemBuilder::waiters_help`).
     helped_by_waiters: bool,
-    /// Tasks awaiting a reply may run its actors too (`SystemBuilder::tasks_help`).
-    helped_by_tasks: bool,
+    /// Whether tasks awaiting a reply may run its actors too (`SystemBuilder::tasks_help`).
+    helped_by_tasks: TasksHelp,
+    /// Set, for good, once turns run by a task held its thread for long
+    /// ([`TasksHelp::WhileShort`], [`LONG_HELP`]): tasks no longer run this pool's actors.
+    tasks_stopped: AtomicBool,
     /// The async runtime the pool's handlers run in, entered for turns a waiting thread runs.
     io: Option<tokio::runtime::Handle>,
     /// Turns run by waiting threads rather than by the pool's workers.
     helped: AtomicU64,
+    /// When the pool began, by the clock and by [`counter::read`] (to turn a count into time).
+    began: (Instant, u64),
 }
 
 /// A thread's claim on one pool's queues: the producer's end of one of them, or none when
@@ -94,7 +102,7 @@ impl External {
     pub(super) fn new(
         throughput: usize,
         helped_by_waiters: bool,
-        helped_by_tasks: bool,
+        helped_by_tasks: TasksHelp,
         io: Option<tokio::runtime::Handle>,
     ) -> Arc<Self> {
         let queues: Vec<LocalQueue<Runnable>> =
@@ -107,8 +115,10 @@ impl External {
             throughput,
             helped_by_waiters,
             helped_by_tasks,
+            tasks_stopped: AtomicBool::new(false),
             io,
             helped: AtomicU64::new(0),
+            began: (Instant::now(), counter::read()),
         })
     }
 
@@ -178,10 +188,18 @@ impl External {
     /// Whether this kind of waiter may run the pool's actors (`SystemBuilder::waiters_help`,
     /// `SystemBuilder::tasks_help`).
     fn helped_by(&self, by: Waiter) -> bool {
-        match by {
-            Waiter::Thread => self.helped_by_waiters,
-            Waiter::Task => self.helped_by_tasks,
+        match (by, self.helped_by_tasks) {
+            (Waiter::Thread, _) => self.helped_by_waiters,
+            (Waiter::Task, TasksHelp::Never) => false,
+            (Waiter::Task, TasksHelp::Always) => true,
+            (Waiter::Task, TasksHelp::WhileShort) => !self.tasks_stopped.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether tasks may still run this pool's actors (false once they held their threads for
+    /// long: [`TasksHelp::WhileShort`]).
+    pub(super) fn tasks_help(&self) -> bool {
+        self.helped_by(Waiter::Task)
     }
 
     /// Turns run by waiting threads so far.
@@ -255,8 +273,64 @@ fn help_until(target: ActorId, done: &dyn Fn() -> bool, by: Waiter) -> bool {
     let Some((runnable, external)) = take_own(target, by) else {
         return false;
     };
-    run_helped(runnable, &external, done);
+    if by == Waiter::Task && external.helped_by_tasks == TasksHelp::WhileShort {
+        let start = counter::read();
+        run_helped(runnable, &external, done);
+        external.task_helped_for(counter::read().saturating_sub(start));
+    } else {
+        run_helped(runnable, &external, done);
+    }
     done()
+}
+
+/// A run of turns by a task longer than this holds up its thread's other tasks for longer
+/// than a task should run between two awaits; twice in a row on one thread, and tasks stop
+/// running the pool's actors ([`TasksHelp::WhileShort`]).
+///
+/// Why twice: an OS that takes the core from a thread in the middle of a short turn (a slice
+/// of 1-4 ms on a machine whose cores are all busy, the very case helping is for) makes that
+/// one run look long; the thread's next run starts a fresh slice, so two in a row are a
+/// handler's doing. A handler that sleeps or blocks on every message holds two of a task's
+/// asks, then never again.
+const LONG_HELP: Duration = Duration::from_millis(1);
+
+thread_local! {
+    /// The pool of this thread's last run of turns by a task (its `External`'s address), and
+    /// how many of its runs in a row, up to that one, lasted [`LONG_HELP`] or more.
+    static LONG_RUNS: Cell<(usize, u8)> = const { Cell::new((0, 0)) };
+}
+
+impl External {
+    /// A task's run of this pool's turns lasted `counted` ticks of [`counter::read`] (see
+    /// [`LONG_HELP`]).
+    fn task_helped_for(&self, counted: u64) {
+        let took = if counted < counter::SURELY_SHORT {
+            Duration::ZERO
+        } else {
+            // Rare: the counter's rate since the pool began, which needs a clock read.
+            let (began, began_count) = self.began;
+            let rate = counter::read().saturating_sub(began_count).max(1) as f64
+                / began.elapsed().as_nanos().max(1) as f64;
+            Duration::from_nanos((counted as f64 / rate) as u64)
+        };
+        let pool = std::ptr::from_ref(self) as usize;
+        let long_runs = LONG_RUNS.try_with(|last| {
+            let runs = match last.get() {
+                _ if took < LONG_HELP => 0,
+                (same, runs) if same == pool => runs.saturating_add(1),
+                _ => 1,
+            };
+            last.set((pool, runs));
+            runs
+        });
+        if long_runs.unwrap_or(0) >= 2 && !self.tasks_stopped.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                took_us = took.as_micros() as u64,
+                "turns run by a task awaiting an ask held its thread for long twice in a row: \
+                 tasks no longer run this pool's actors (SystemBuilder::tasks_help)"
+            );
+        }
+    }
 }
 
 /// Runs `first`, then what its turns put in this thread's run-next position, until `done`

@@ -28,6 +28,7 @@
 //! README for the protocol).
 
 pub(crate) mod dedicated;
+mod counter;
 mod external;
 mod idle;
 mod injector;
@@ -50,6 +51,17 @@ use external::External;
 pub(crate) use idle::Idle;
 use injector::Injector;
 
+/// Whether an async task awaiting an ask may run the turn of its request itself, as a waiting
+/// thread does (`SystemBuilder::tasks_help`; `external.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TasksHelp {
+    Never,
+    Always,
+    /// Until runs of turns by a task held its thread for long twice in a row
+    /// (`external::LONG_HELP`); then never again on that pool.
+    WhileShort,
+}
+
 /// How a pool is set up.
 #[derive(Debug, Clone)]
 pub(crate) struct PoolConfig {
@@ -67,7 +79,7 @@ pub(crate) struct PoolConfig {
     /// itself (`external.rs`, `help_until`); never on a pool for blocking code.
     pub(crate) waiters_help: bool,
     /// So may an async task awaiting a reply (`SystemBuilder::tasks_help`).
-    pub(crate) tasks_help: bool,
+    pub(crate) tasks_help: TasksHelp,
     /// Runs on as many workers as handle the most messages (`narrow.rs`); never for blocking
     /// code, and only with two workers or more.
     pub(crate) narrowing: bool,
@@ -115,6 +127,7 @@ pub(crate) struct PoolCounters {
     pub(crate) parks: u64,
     pub(crate) lent: u64,
     pub(crate) helped: u64,
+    pub(crate) tasks_help: bool,
     pub(crate) idle_workers: usize,
     pub(crate) injected_waiting: usize,
     pub(crate) width: usize,
@@ -137,6 +150,7 @@ impl PoolShared {
             parks: sum(|c| &c.parks),
             lent: sum(|c| &c.lent),
             helped: self.external.helped(),
+            tasks_help: self.external.tasks_help(),
             idle_workers: self.idle.idle_workers(),
             injected_waiting: self.injector.len() + self.external.len(),
             width: self.width.load(Ordering::Relaxed),
@@ -245,7 +259,11 @@ impl Pool {
             external: External::new(
                 throughput,
                 *waiters_help && !*may_block,
-                *tasks_help && !*may_block,
+                if *may_block {
+                    TasksHelp::Never
+                } else {
+                    *tasks_help
+                },
                 io.clone(),
             ),
             stealers: queues.iter().map(|q| q.stealer()).collect(),

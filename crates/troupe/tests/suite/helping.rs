@@ -6,9 +6,10 @@
 //! the thread's own run-next position and lends it turns there (catch-up), a panic, a refused
 //! blocking wait inside, a turn that yields, an actor that stops, the async runtime's context,
 //! an ask awaited in `System::block_on`; other actors the thread scheduled are left to the
-//! pool; a task of another runtime helps only where the system lets tasks help
-//! (`SystemBuilder::tasks_help`), panics included; waits with a deadline do not help; and a
-//! system that said no. Every message created is dropped exactly
+//! pool; a task of another runtime helps by default until turns it ran held its thread for
+//! long twice in a row, always where the system says so, never where it says no
+//! (`SystemBuilder::tasks_help`), panics included; waits with a deadline do not help, nor an
+//! ask `without_help`, nor a task polling for an actor's end (`Addr::stopped`); and a system that said no. Every message created is dropped exactly
 //! once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -237,8 +238,8 @@ fn an_actor_that_stops_in_a_helped_turn_ends_there() {
 }
 
 #[test]
-fn a_task_of_another_runtime_never_runs_the_turn_itself() {
-    let mut held = Held::new(System::builder());
+fn a_task_never_runs_the_turn_itself_where_the_system_says_no() {
+    let mut held = Held::new(System::builder().tasks_help(false));
     let echo = held.system.spawn(Echo { handled: 0 });
     // Started, and idle again, by this thread's own wait (which helps): the task's ask below
     // is the one that wakes it, into the queue of the task's thread.
@@ -260,6 +261,166 @@ fn a_task_of_another_runtime_never_runs_the_turn_itself() {
     let (thread, _, _) = reply.unwrap();
     assert_ne!(thread, task_thread);
     assert_eq!(held.helped_turns(), helped);
+    assert!(!held.tasks_help());
+    held.finish();
+}
+
+/// Sleeps for as long as it is told, then answers with its thread.
+struct Nap(Duration);
+impl Message for Nap {
+    type Reply = ThreadId;
+}
+impl Handler<Nap> for Echo {
+    fn handle(&mut self, Nap(time): Nap, _: &mut Context<Self>) -> ThreadId {
+        std::thread::sleep(time);
+        self.handled += 1;
+        std::thread::current().id()
+    }
+}
+
+impl Held {
+    fn tasks_help(&self) -> bool {
+        self.system
+            .pool_metrics()
+            .into_iter()
+            .find(|p| p.name == "default")
+            .unwrap()
+            .tasks_help
+    }
+}
+
+/// What a task made of `asks` ran on: `true` for each ask whose turn ran on the task's own
+/// thread (with the pool's one worker held, nothing else can run them).
+fn asks_from_a_task(
+    runtime: &tokio::runtime::Runtime,
+    echo: &Addr<Echo>,
+    asks: Vec<Option<Duration>>,
+) -> Vec<bool> {
+    let echo = echo.clone();
+    runtime
+        .block_on(runtime.spawn(async move {
+            let me = std::thread::current().id();
+            let mut on_task_thread = Vec::new();
+            for ask in asks {
+                let thread = match ask {
+                    Some(time) => echo.ask(Nap(time)).await.unwrap(),
+                    None => echo.ask(Where).await.unwrap().0,
+                };
+                on_task_thread.push(thread == me);
+            }
+            on_task_thread
+        }))
+        .unwrap()
+}
+
+#[test]
+fn by_default_a_task_runs_its_own_request_until_turns_hold_its_thread_twice_in_a_row() {
+    let mut held = Held::new(System::builder());
+    let echo = held.system.spawn(Echo { handled: 0 });
+    echo.ask(Where).wait().unwrap();
+    let runtime = task_runtime();
+    let long = Some(Duration::from_millis(5));
+    // Short turns, and long ones never twice in a row: the task runs every one.
+    let ran_here = asks_from_a_task(&runtime, &echo, vec![None, None, long, None, long, None]);
+    assert_eq!(ran_here, vec![true; 6]);
+    assert!(held.tasks_help());
+    // Two long ones in a row: both ran on the task's thread, and tasks stop helping the pool.
+    let ran_here = asks_from_a_task(&runtime, &echo, vec![long, long]);
+    assert_eq!(ran_here, vec![true, true]);
+    assert!(
+        !held.tasks_help(),
+        "two long runs in a row stop tasks from helping"
+    );
+    // The next request waits for the pool's worker, held until the task has asked.
+    let asked = echo.clone();
+    let task = runtime.spawn(async move {
+        let me = std::thread::current().id();
+        (me, asked.ask(Where).await)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !task.is_finished(),
+        "the task's thread no longer runs turns"
+    );
+    held.release();
+    let (task_thread, reply) = runtime.block_on(task).unwrap();
+    let (thread, _, handled) = reply.unwrap();
+    assert_ne!(thread, task_thread);
+    assert_eq!(handled, 10, "every request handled once, in order");
+    // A plain thread's wait still helps (its thread has nothing else to do).
+    held.finish();
+}
+
+#[test]
+fn an_ask_without_help_is_left_to_the_workers() {
+    let mut held = Held::new(System::builder().tasks_help(true));
+    let echo = held.system.spawn(Echo { handled: 0 });
+    echo.ask(Where).wait().unwrap();
+    let helped = held.helped_turns();
+    let runtime = task_runtime();
+    let asked = echo.clone();
+    let task = runtime.spawn(async move {
+        let me = std::thread::current().id();
+        (me, asked.ask(Where).without_help().await)
+    });
+    // A plain thread's wait too.
+    let asked = echo.clone();
+    let waiter = std::thread::spawn(move || {
+        let me = std::thread::current().id();
+        (me, asked.ask(Where).without_help().wait())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !task.is_finished() && !waiter.is_finished(),
+        "only the held worker may run them"
+    );
+    held.release();
+    let (task_thread, reply) = runtime.block_on(task).unwrap();
+    assert_ne!(reply.unwrap().0, task_thread);
+    let (waiter_thread, reply) = waiter.join().unwrap();
+    assert_ne!(reply.unwrap().0, waiter_thread);
+    assert_eq!(held.helped_turns(), helped);
+    held.finish();
+}
+
+#[test]
+fn a_task_polling_for_an_actor_s_end_never_runs_its_turns() {
+    let held = Held::new(System::builder().tasks_help(true));
+    let echo = held.system.spawn(Echo { handled: 0 });
+    echo.ask(Where).wait().unwrap();
+    let helped = held.helped_turns();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_time()
+        .build()
+        .unwrap();
+    let asked = echo.clone();
+    let waited = runtime.block_on(runtime.spawn(async move {
+        // Scheduled by this task's thread, as a request would be: polling for the actor's
+        // end (as a `select!` loop does beside its other work) leaves the turn to the pool.
+        asked.tell(Bump).unwrap();
+        tokio::time::timeout(Duration::from_millis(30), asked.stopped())
+            .await
+            .is_err()
+    }));
+    assert!(waited.unwrap(), "the actor runs on: its end never came");
+    assert_eq!(held.helped_turns(), helped);
+    held.finish_with(|| {
+        let (_, _, handled) = echo.ask(Where).wait().unwrap();
+        assert_eq!(handled, 3, "the told message waited for the worker");
+    });
+}
+
+#[test]
+fn a_system_that_lets_tasks_help_keeps_them_helping_through_long_turns() {
+    let held = Held::new(System::builder().tasks_help(true));
+    let echo = held.system.spawn(Echo { handled: 0 });
+    echo.ask(Where).wait().unwrap();
+    let runtime = task_runtime();
+    let long = Some(Duration::from_millis(5));
+    let ran_here = asks_from_a_task(&runtime, &echo, vec![long, long, long, None]);
+    assert_eq!(ran_here, vec![true; 4]);
+    assert!(held.tasks_help());
     held.finish();
 }
 
