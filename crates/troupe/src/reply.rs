@@ -8,7 +8,8 @@
 //!
 //! The same slot serves three ways of waiting:
 //! - `.await` (it is a `Future`): a poll that may help runs its request's turn itself (a
-//!   `block_on` thread, or a task with `tasks_help`), then it looks for the reply for up to
+//!   `block_on` thread, or a task while `tasks_help` allows it: by default while turns are
+//!   short), then it looks for the reply for up to
 //!   50 µs (`spin.rs`), then the slot keeps the task's `Waker` (polling again with a waker
 //!   that wakes the same task keeps it; another one replaces it);
 //! - [`Ask::wait`] / [`Ask::wait_timeout`] from a plain thread: `wait` runs its request's

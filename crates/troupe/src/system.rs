@@ -269,8 +269,8 @@ impl SystemBuilder {
     /// [`System::block_on`]) may run, itself, the turn of the actor it asked, when it scheduled
     /// that turn and no worker has taken it yet: most often the very turn that computes its
     /// reply (default: yes). A task of another executor (a tokio task awaiting an ask) does
-    /// only if [`tasks_help`](Self::tasks_help) says so: its thread has other tasks, which a
-    /// handler that sleeps or hangs would hold up.
+    /// as [`tasks_help`](Self::tasks_help) says (by default while turns are short): its
+    /// thread has other tasks, which a handler that sleeps or hangs would hold up.
     ///
     /// A waiting thread that helps needs no worker to be woken and is not woken itself, so an
     /// ask from outside costs no hand-over between threads: on a machine whose cores are all
@@ -293,20 +293,33 @@ impl SystemBuilder {
 
     /// Whether an async task awaiting an ask (a tokio task, or one of any executor) may run,
     /// on its own thread, the turn of the actor it asked, as a waiting thread does
-    /// ([`waiters_help`](Self::waiters_help)): when the task scheduled that turn itself, no
-    /// worker has taken it yet (it does so before it looks for the reply; default: no).
+    /// ([`waiters_help`](Self::waiters_help)): when the task scheduled that turn itself and no
+    /// worker has taken it yet (it does so before it looks for the reply).
     ///
-    /// Say yes only if no handler of the system's pools sleeps, blocks or runs long: a turn
-    /// run by a task holds up every other task of that task's thread while it runs (a
-    /// network task behind a 100 ms handler waits 100 ms). In exchange an ask from a task
-    /// costs no hand-over between threads, which on a machine whose cores are all busy is what
-    /// an ask costs: each hand-over waits for the OS to give the woken thread a core.
-    /// `troupe-bench --contention 2 ask` measures both. Waits with a deadline (an awaited
-    /// `ask_timeout`) never help, nor does anything on the `blocking` pool; a task polled in
+    /// By default (neither yes nor no said) tasks do **while turns are short**: each run of
+    /// turns a task makes is timed, and once two in a row on one thread held it for a
+    /// millisecond or more, tasks stop running that pool's actors for good
+    /// ([`PoolMetrics::tasks_help`](crate::PoolMetrics::tasks_help) turns false, and a warning
+    /// is logged). A turn run by a task holds up every other task of its thread while it runs,
+    /// so a handler that sleeps, blocks or computes for long holds them twice, then never
+    /// again (twice, because the OS taking the core from the thread in the middle of one short
+    /// turn makes that one look long). In exchange an ask from a task costs no hand-over
+    /// between threads, which on a machine whose cores are all busy is what an ask costs: each
+    /// hand-over waits for the OS to give the woken thread a core (`troupe-bench --contention
+    /// 2 ask`: 3.8-4.1 M asks a second from a task that helps, 0.2-0.95 M from one that may
+    /// not).
+    ///
+    /// Say `false` if a handler of the system's pools may sleep or block even once where a
+    /// task's thread must never wait (one thread reading a network connection), or if
+    /// handlers depend on running on the pool's own threads (their names, thread-locals);
+    /// [`Ask::without_help`](crate::Ask::without_help) says it for one ask. Say `true` to let
+    /// tasks help whatever their turns take. Waits with a deadline (an awaited
+    /// `ask_timeout`) never help, nor does anything on the `blocking` pool, nor a task polling
+    /// for an actor's end ([`Addr::stopped`](crate::Addr::stopped)); a task polled in
     /// [`System::block_on`] helps as a waiting thread, whatever this says.
     ///
     /// ```
-    /// let system = troupe::System::builder().tasks_help(true).build().unwrap();
+    /// let system = troupe::System::builder().tasks_help(false).build().unwrap();
     /// system.shutdown();
     /// ```
     pub fn tasks_help(mut self, help: bool) -> Self {

@@ -7,7 +7,7 @@
 //! microsecond. So a poll looks at the slot after every spin hint for a while first.
 //!
 //! **Help first.** A wait that may run its request's turn itself (a plain thread's, or a
-//! task's where `SystemBuilder::tasks_help` allows it, while no worker has taken the turn)
+//! task's while `SystemBuilder::tasks_help` allows it, while no worker has taken the turn)
 //! does so before it looks (`role::help_until`, called by `Ask::poll` and `Taker::wait`): the
 //! turn run here needs no worker and no wake-up, where a look waits for a worker to take it.
 //! Asks from a helping task measured 3.7-3.9 M/s looking (6 µs) before helping, 6.3-7.5 M/s
