@@ -247,19 +247,7 @@ fn a_task_never_runs_the_turn_itself_where_the_system_says_no() {
     let helped = held.helped_turns();
     let runtime = task_runtime();
     // The ask is made and awaited on the runtime's worker, a thread with other tasks to run.
-    let task = runtime.spawn(async move {
-        let me = std::thread::current().id();
-        (me, echo.ask(Where).await)
-    });
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(
-        !task.is_finished(),
-        "only the held worker may run the request: the task's thread did not"
-    );
-    held.release();
-    let (task_thread, reply) = runtime.block_on(task).unwrap();
-    let (thread, _, _) = reply.unwrap();
-    assert_ne!(thread, task_thread);
+    held.task_s_ask_waits_for_the_worker(&runtime, &echo);
     assert_eq!(held.helped_turns(), helped);
     assert!(!held.tasks_help());
     held.finish();
@@ -279,6 +267,30 @@ impl Handler<Nap> for Echo {
 }
 
 impl Held {
+    /// A task's ask of `echo` is still waiting 50 ms later (only the held worker may run it),
+    /// and once the worker is released, a worker answers it; what `echo` had handled then.
+    fn task_s_ask_waits_for_the_worker(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        echo: &Addr<Echo>,
+    ) -> u64 {
+        let asked = echo.clone();
+        let task = runtime.spawn(async move {
+            let me = std::thread::current().id();
+            (me, asked.ask(Where).await)
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            !task.is_finished(),
+            "only the held worker may run the request: the task's thread did not"
+        );
+        self.release();
+        let (task_thread, reply) = runtime.block_on(task).unwrap();
+        let (thread, _, handled) = reply.unwrap();
+        assert_ne!(thread, task_thread);
+        handled
+    }
+
     fn tasks_help(&self) -> bool {
         self.system
             .pool_metrics()
@@ -332,22 +344,8 @@ fn by_default_a_task_runs_its_own_request_until_turns_hold_its_thread_twice_in_a
         "two long runs in a row stop tasks from helping"
     );
     // The next request waits for the pool's worker, held until the task has asked.
-    let asked = echo.clone();
-    let task = runtime.spawn(async move {
-        let me = std::thread::current().id();
-        (me, asked.ask(Where).await)
-    });
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(
-        !task.is_finished(),
-        "the task's thread no longer runs turns"
-    );
-    held.release();
-    let (task_thread, reply) = runtime.block_on(task).unwrap();
-    let (thread, _, handled) = reply.unwrap();
-    assert_ne!(thread, task_thread);
+    let handled = held.task_s_ask_waits_for_the_worker(&runtime, &echo);
     assert_eq!(handled, 10, "every request handled once, in order");
-    // A plain thread's wait still helps (its thread has nothing else to do).
     held.finish();
 }
 
