@@ -400,26 +400,13 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             // Handled: each ask by the responder, each reply by the asker, and the start.
             Ok(([n as f64 / elapsed.as_secs_f64()], 2 * n + 1))
         })?;
-        let params = json!({ "asks": n, "reply": mode, "from": "actor" })
-            .as_object()
-            .expect("object")
-            .clone();
-        runner.emit(
-            &Record::new(
-                "ask",
-                "round_trips",
-                "troupe",
-                params,
-                "asks/s",
-                rate,
-                &format!(
-                    "{}; actor to actor, each ask after the previous reply (pipe_to); {}",
-                    config.notes(),
-                    reply.describe()
-                ),
-            )
-            .with_counters(counters),
-        )?;
+        let notes = format!(
+            "{}; actor to actor, each ask after the previous reply (pipe_to); {}",
+            config.notes(),
+            reply.describe()
+        );
+        runner
+            .emit(&round_trips("troupe", n, mode, "actor", rate, &notes).with_counters(counters))?;
     }
     // Asks from outside the pool: a plain thread blocking on each reply, and a tokio task
     // awaiting it (a runtime of one worker thread), each ask after the previous reply; the
@@ -484,10 +471,6 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
             // Handled: each ask, by the responder.
             Ok(([n as f64 / elapsed.as_secs_f64()], n))
         })?;
-        let params = json!({ "asks": n, "reply": "plain", "from": from })
-            .as_object()
-            .expect("object")
-            .clone();
         let notes = format!(
             "{}; from {}, each ask after the previous reply ({}); the handler returns the \
              reply",
@@ -509,18 +492,8 @@ pub fn asks(runner: &Runner, config: &SystemConfig, n: u64) -> Result<()> {
                 _ => "ask(..).await",
             },
         );
-        runner.emit(
-            &Record::new(
-                "ask",
-                "round_trips",
-                "troupe",
-                params,
-                "asks/s",
-                rate,
-                &notes,
-            )
-            .with_counters(counters),
-        )?;
+        runner
+            .emit(&round_trips("troupe", n, "plain", from, rate, &notes).with_counters(counters))?;
     }
     tokio_reference(runner, config, &io, system.workers(), n)?;
     io.shutdown_background();
@@ -578,24 +551,45 @@ fn tokio_reference(
         }
         Ok([n as f64 / elapsed.as_secs_f64()])
     })?;
-    let params = json!({ "asks": n, "reply": "plain", "from": "tokio-task" })
-        .as_object()
-        .expect("object")
-        .clone();
-    runner.emit(&Record::new(
-        "ask",
-        "round_trips",
+    let notes = format!(
+        "{}; the reference for troupe's from=tokio-task: a tokio task on a runtime of one \
+         thread sends each request (after the previous reply) over a bounded mpsc channel to a \
+         task on a runtime of {workers} threads, which answers on a oneshot channel",
+        config.contention_note()
+    );
+    runner.emit(&round_trips(
         "tokio",
-        params,
-        "asks/s",
+        n,
+        "plain",
+        "tokio-task",
         rate,
-        &format!(
-            "{}; the reference for troupe's from=tokio-task: a tokio task on a runtime of one \
-             thread sends each request (after the previous reply) over a bounded mpsc channel \
-             to a task on a runtime of {workers} threads, which answers on a oneshot channel",
-            config.contention_note()
-        ),
+        &notes,
     ))?;
     server.shutdown_background();
     Ok(())
+}
+
+/// A record of `n` ask round trips a second (`ask`, `round_trips`) by `contender`, with how the
+/// reply was given and where the asks came from.
+fn round_trips(
+    contender: &str,
+    n: u64,
+    reply: &str,
+    from: &str,
+    rate: Vec<f64>,
+    notes: &str,
+) -> Record {
+    let params = json!({ "asks": n, "reply": reply, "from": from })
+        .as_object()
+        .expect("object")
+        .clone();
+    Record::new(
+        "ask",
+        "round_trips",
+        contender,
+        params,
+        "asks/s",
+        rate,
+        notes,
+    )
 }

@@ -76,7 +76,7 @@ pub struct SystemBuilder {
     /// See [`SystemBuilder::waiters_help`].
     waiters_help: bool,
     /// See [`SystemBuilder::tasks_help`].
-    tasks_help: Option<bool>,
+    tasks_help: TasksHelp,
     /// See [`SystemBuilder::narrowing`].
     narrowing: bool,
 }
@@ -93,7 +93,7 @@ impl Default for SystemBuilder {
             pools: Vec::new(),
             observe: None,
             waiters_help: true,
-            tasks_help: None,
+            tasks_help: TasksHelp::WhileShort,
             narrowing: std::env::var_os("TROUPE_NARROWING").is_none_or(|v| v != "0"),
         }
     }
@@ -323,7 +323,11 @@ impl SystemBuilder {
     /// system.shutdown();
     /// ```
     pub fn tasks_help(mut self, help: bool) -> Self {
-        self.tasks_help = Some(help);
+        self.tasks_help = if help {
+            TasksHelp::Always
+        } else {
+            TasksHelp::Never
+        };
         self
     }
 
@@ -481,11 +485,7 @@ impl SystemBuilder {
                     may_block,
                     io: Some(io.clone()),
                     waiters_help: self.waiters_help,
-                    tasks_help: match self.tasks_help {
-                        None => TasksHelp::WhileShort,
-                        Some(true) => TasksHelp::Always,
-                        Some(false) => TasksHelp::Never,
-                    },
+                    tasks_help: self.tasks_help,
                     narrowing: self.narrowing,
                 };
                 PoolEntry::new(name, config)

@@ -38,7 +38,7 @@ use crossbeam_deque::{Stealer, Worker as LocalQueue};
 
 use super::counter;
 use crate::id::ActorId;
-use crate::loom::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use crate::loom::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 use crate::raw::{self, Ran, RunNext, Runnable};
 use crate::role::{self, Role, Waiter};
 use crate::scheduler::TasksHelp;
@@ -61,11 +61,10 @@ pub(super) struct External {
     /// Waiting threads may run its actors (not on a pool for blocking code, nor where the
     /// system's builder said no: `SystemBuilder::waiters_help`).
     helped_by_waiters: bool,
-    /// Whether tasks awaiting a reply may run its actors too (`SystemBuilder::tasks_help`).
-    helped_by_tasks: TasksHelp,
-    /// Set, for good, once turns run by a task held its thread for long
-    /// ([`TasksHelp::WhileShort`], [`LONG_HELP`]): tasks no longer run this pool's actors.
-    tasks_stopped: AtomicBool,
+    /// Whether tasks awaiting a reply may run its actors too (`SystemBuilder::tasks_help`): a
+    /// [`TasksHelp`] as `u8`, which goes from `WhileShort` to `Never` for good once turns run
+    /// by a task held its thread for long ([`LONG_HELP`]).
+    helped_by_tasks: AtomicU8,
     /// The async runtime the pool's handlers run in, entered for turns a waiting thread runs.
     io: Option<tokio::runtime::Handle>,
     /// Turns run by waiting threads rather than by the pool's workers.
@@ -114,8 +113,7 @@ impl External {
             closed: AtomicBool::new(false),
             throughput,
             helped_by_waiters,
-            helped_by_tasks,
-            tasks_stopped: AtomicBool::new(false),
+            helped_by_tasks: AtomicU8::new(helped_by_tasks as u8),
             io,
             helped: AtomicU64::new(0),
             began: (Instant::now(), counter::read()),
@@ -188,18 +186,16 @@ impl External {
     /// Whether this kind of waiter may run the pool's actors (`SystemBuilder::waiters_help`,
     /// `SystemBuilder::tasks_help`).
     fn helped_by(&self, by: Waiter) -> bool {
-        match (by, self.helped_by_tasks) {
-            (Waiter::Thread, _) => self.helped_by_waiters,
-            (Waiter::Task, TasksHelp::Never) => false,
-            (Waiter::Task, TasksHelp::Always) => true,
-            (Waiter::Task, TasksHelp::WhileShort) => !self.tasks_stopped.load(Ordering::Relaxed),
+        match by {
+            Waiter::Thread => self.helped_by_waiters,
+            Waiter::Task => self.tasks_help() != TasksHelp::Never,
         }
     }
 
-    /// Whether tasks may still run this pool's actors (false once they held their threads for
-    /// long: [`TasksHelp::WhileShort`]).
-    pub(super) fn tasks_help(&self) -> bool {
-        self.helped_by(Waiter::Task)
+    /// Whether tasks may run this pool's actors now (`Never` once they held their threads for
+    /// long where it was `WhileShort`).
+    pub(super) fn tasks_help(&self) -> TasksHelp {
+        TasksHelp::from_u8(self.helped_by_tasks.load(Ordering::Relaxed))
     }
 
     /// Turns run by waiting threads so far.
@@ -273,12 +269,12 @@ fn help_until(target: ActorId, done: &dyn Fn() -> bool, by: Waiter) -> bool {
     let Some((runnable, external)) = take_own(target, by) else {
         return false;
     };
-    if by == Waiter::Task && external.helped_by_tasks == TasksHelp::WhileShort {
-        let start = counter::read();
-        run_helped(runnable, &external, done);
+    // A task's runs are timed while the pool lets tasks help only while turns are short.
+    let timed =
+        (by == Waiter::Task && external.tasks_help() == TasksHelp::WhileShort).then(counter::read);
+    run_helped(runnable, &external, done);
+    if let Some(start) = timed {
         external.task_helped_for(counter::read().saturating_sub(start));
-    } else {
-        run_helped(runnable, &external, done);
     }
     done()
 }
@@ -323,7 +319,17 @@ impl External {
             last.set((pool, runs));
             runs
         });
-        if long_runs.unwrap_or(0) >= 2 && !self.tasks_stopped.swap(true, Ordering::Relaxed) {
+        let stopped = long_runs.unwrap_or(0) >= 2
+            && self
+                .helped_by_tasks
+                .compare_exchange(
+                    TasksHelp::WhileShort as u8,
+                    TasksHelp::Never as u8,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok();
+        if stopped {
             tracing::warn!(
                 took_us = took.as_micros() as u64,
                 "turns run by a task awaiting an ask held its thread for long twice in a row: \

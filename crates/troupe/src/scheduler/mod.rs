@@ -54,12 +54,24 @@ use injector::Injector;
 /// Whether an async task awaiting an ask may run the turn of its request itself, as a waiting
 /// thread does (`SystemBuilder::tasks_help`; `external.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum TasksHelp {
     Never,
     Always,
     /// Until runs of turns by a task held its thread for long twice in a row
-    /// (`external::LONG_HELP`); then never again on that pool.
+    /// (`external::LONG_HELP`); then `Never` on that pool.
     WhileShort,
+}
+
+impl TasksHelp {
+    /// The value `self as u8` stored (a pool keeps it in an atomic, `External`).
+    fn from_u8(value: u8) -> Self {
+        match value {
+            v if v == Self::Always as u8 => Self::Always,
+            v if v == Self::WhileShort as u8 => Self::WhileShort,
+            _ => Self::Never,
+        }
+    }
 }
 
 /// How a pool is set up.
@@ -150,7 +162,7 @@ impl PoolShared {
             parks: sum(|c| &c.parks),
             lent: sum(|c| &c.lent),
             helped: self.external.helped(),
-            tasks_help: self.external.tasks_help(),
+            tasks_help: self.external.tasks_help() != TasksHelp::Never,
             idle_workers: self.idle.idle_workers(),
             injected_waiting: self.injector.len() + self.external.len(),
             width: self.width.load(Ordering::Relaxed),
