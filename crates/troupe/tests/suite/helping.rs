@@ -451,8 +451,14 @@ fn a_task_runs_its_own_request_where_the_system_lets_tasks_help() {
 
 #[test]
 fn a_panic_in_a_turn_a_task_runs_fails_that_ask_and_the_task_goes_on() {
+    // Where tasks always help, and by default (each run timed: the panic ends its run early).
+    a_panic_in_a_task_s_turn(System::builder().tasks_help(true));
+    a_panic_in_a_task_s_turn(System::builder());
+}
+
+fn a_panic_in_a_task_s_turn(builder: troupe::SystemBuilder) {
     quiet_panics_on_purpose();
-    let held = Held::new(System::builder().tasks_help(true));
+    let held = Held::new(builder);
     let echo = restarting_echo(&held.system);
     echo.ask(Where).wait().unwrap();
     let runtime = task_runtime();
