@@ -80,7 +80,7 @@ pub use market::{Instrument, Market, MarketError};
 pub use order::{
     Ack, ClientId, InstrumentId, NewOrder, Order, OrderKey, Outcome, RejectReason, Role, Side,
 };
-pub use receiver::{Receiver, Submit};
+pub use receiver::{Receiver, Router, Submit};
 pub use scenario::SeedScenario;
 pub use session::{AckSink, ConnectError};
 pub use shard::Shard;

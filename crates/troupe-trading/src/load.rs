@@ -5,6 +5,8 @@
 //! acknowledgement (one in request-reply style, one per engine in one-way style), records the
 //! latency from send to acknowledgement, and sends the next, for its share of the scenario's
 //! rounds. This is the seed's measurement; its throughput is bounded by clients / latency.
+//! An order enters the exchange as [`Entry`] says: routed in the client's own turn (the
+//! default), or through a receiver actor.
 //!
 //! # Open loop
 //! Orders are sent at a fixed rate by a pacing actor, whatever the system's state, and
@@ -26,7 +28,7 @@ use troupe::{Actor, Addr, Context, Handler, Message, System};
 
 use crate::exchange::Exchange;
 use crate::order::{Ack, ClientId, Outcome, RejectReason};
-use crate::receiver::{Receiver, Submit};
+use crate::receiver::{Receiver, Router, Submit};
 use crate::scenario::SeedScenario;
 use crate::session::ConnectError;
 
@@ -97,10 +99,54 @@ struct ClientDone {
     latency: Histogram<u64>,
 }
 
-/// Tells a client actor its session and receiver, and starts it.
+/// How a closed-loop client's orders enter the exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Entry {
+    /// The receivers' work (validate, route) runs in the client actor's own turn
+    /// ([`Exchange::router`]): each order is one message to its primary. The receivers are
+    /// stateless, so nothing is lost by running their code where the order is; the threads
+    /// baseline's clients route their orders themselves in the same way.
+    #[default]
+    Router,
+    /// Each client tells its receiver actor `Submit` (clients spread round-robin over the
+    /// receivers), as the seed's clients send to its receiver processes: one message more per
+    /// order.
+    Receivers,
+}
+
+impl Entry {
+    /// The name the command line uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Entry::Router => "router",
+            Entry::Receivers => "receivers",
+        }
+    }
+}
+
+impl std::str::FromStr for Entry {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "router" => Ok(Entry::Router),
+            "receivers" => Ok(Entry::Receivers),
+            other => Err(format!("unknown entry `{other}`; use router or receivers")),
+        }
+    }
+}
+
+/// Tells a client actor its session and way in, and starts it.
 struct Go {
     id: ClientId,
-    receiver: Addr<Receiver>,
+    door: Door,
+}
+
+/// Where a client actor's orders go in (see [`Entry`]).
+enum Door {
+    /// A receiver actor (`Submit`).
+    Receiver(Addr<Receiver>),
+    /// The receivers' work in the client's own turn.
+    Router(Router),
 }
 impl Message for Go {
     type Reply = ();
@@ -109,7 +155,7 @@ impl Message for Go {
 /// A closed-loop client actor.
 struct LoadClient {
     id: ClientId,
-    receiver: Option<Addr<Receiver>>,
+    door: Option<Door>,
     scenario: Arc<SeedScenario>,
     rounds: u64,
     round: u64,
@@ -147,10 +193,14 @@ impl LoadClient {
         self.current = order.client_order_id;
         self.acks_seen = 0;
         self.sent_at = now;
-        let sent = self
-            .receiver
-            .as_ref()
-            .is_some_and(|r| r.tell(Submit(order)).is_ok());
+        let sent = match &self.door {
+            Some(Door::Receiver(r)) => r.tell(Submit(order)).is_ok(),
+            Some(Door::Router(r)) => {
+                r.submit(order);
+                true
+            }
+            None => false,
+        };
         if !sent {
             // Report what was done; the coordinator sees the shortfall.
             self.round = self.rounds;
@@ -162,7 +212,7 @@ impl LoadClient {
 impl Handler<Go> for LoadClient {
     fn handle(&mut self, go: Go, _ctx: &mut Context<Self>) {
         self.id = go.id;
-        self.receiver = Some(go.receiver);
+        self.door = Some(go.door);
         self.send(Instant::now());
     }
 }
@@ -193,7 +243,8 @@ impl Handler<Ack> for LoadClient {
 }
 
 /// Runs the seed scenario with `clients` closed-loop client actors, each running `rounds`
-/// rounds (so `clients * rounds * orders_per_round` orders in all).
+/// rounds (so `clients * rounds * orders_per_round` orders in all), their orders entering
+/// as `entry` says.
 pub fn closed_loop(
     system: &System,
     exchange: &Exchange,
@@ -201,13 +252,14 @@ pub fn closed_loop(
     clients: usize,
     rounds: u64,
     timeout: Duration,
+    entry: Entry,
 ) -> Result<LoadReport, LoadError> {
     let (done_tx, done_rx) = mpsc::channel();
     let mut started = Vec::with_capacity(clients);
     for _ in 0..clients {
         let actor = system.spawn(LoadClient {
             id: ClientId(u32::MAX),
-            receiver: None,
+            door: None,
             scenario: scenario.clone(),
             rounds,
             round: 0,
@@ -231,7 +283,10 @@ pub fn closed_loop(
     for (actor, id) in &started {
         let go = Go {
             id: *id,
-            receiver: exchange.receiver_for(*id).clone(),
+            door: match entry {
+                Entry::Router => Door::Router(exchange.router().clone()),
+                Entry::Receivers => Door::Receiver(exchange.receiver_for(*id).clone()),
+            },
         };
         actor.tell(go).map_err(|_| LoadError::Stopped)?;
     }

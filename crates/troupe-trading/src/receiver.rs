@@ -27,25 +27,56 @@ impl Message for Submit {
     type Reply = ();
 }
 
-/// A stateless order receiver. See the module note.
-pub struct Receiver {
+/// What a receiver does with an order, as a value: validate it and tell the primary that owns
+/// its book. It keeps nothing between orders, so it runs wherever an order is: in a
+/// [`Receiver`]'s turn, or in the turn of the client actor that placed the order
+/// ([`Exchange::router`](crate::Exchange::router)), one message fewer per order.
+#[derive(Clone)]
+pub struct Router {
     market: Arc<Market>,
     primaries: Arc<[Addr<Engine>]>,
     sessions: Arc<Sessions>,
 }
 
-impl Actor for Receiver {}
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("pairs", &self.primaries.len())
+            .finish()
+    }
+}
 
-impl Receiver {
+impl Router {
     pub(crate) fn new(
         market: Arc<Market>,
         primaries: Arc<[Addr<Engine>]>,
         sessions: Arc<Sessions>,
     ) -> Self {
-        Receiver {
+        Router {
             market,
             primaries,
             sessions,
+        }
+    }
+
+    /// Validates `order` and tells its primary `Place`; a bad order, or one whose engine has
+    /// stopped, is answered with a rejection on the client's session. An order from a client
+    /// id that never connected cannot be answered and is dropped.
+    #[inline]
+    pub fn submit(&self, order: NewOrder) {
+        if !self.sessions.is_connected(order.client) {
+            return;
+        }
+        let valid = match self.market.validate(&order) {
+            Ok(valid) => valid,
+            Err(reason) => return self.reject(&order, reason),
+        };
+        let pair = self
+            .market
+            .pair_of(valid.instrument())
+            .expect("a validated order names a known instrument");
+        if self.primaries[pair].tell(Place(valid)).is_err() {
+            self.reject(&order, RejectReason::EngineUnavailable);
         }
     }
 
@@ -61,22 +92,22 @@ impl Receiver {
     }
 }
 
+/// A stateless order receiver: a [`Router`] with a mailbox. See the module note.
+pub struct Receiver {
+    router: Router,
+}
+
+impl Actor for Receiver {}
+
+impl Receiver {
+    pub(crate) fn new(router: Router) -> Self {
+        Receiver { router }
+    }
+}
+
 impl Handler<Submit> for Receiver {
     #[inline]
     fn handle(&mut self, Submit(order): Submit, _ctx: &mut Context<Self>) {
-        if !self.sessions.is_connected(order.client) {
-            return;
-        }
-        let valid = match self.market.validate(&order) {
-            Ok(valid) => valid,
-            Err(reason) => return self.reject(&order, reason),
-        };
-        let pair = self
-            .market
-            .pair_of(valid.instrument())
-            .expect("a validated order names a known instrument");
-        if self.primaries[pair].tell(Place(valid)).is_err() {
-            self.reject(&order, RejectReason::EngineUnavailable);
-        }
+        self.router.submit(order);
     }
 }

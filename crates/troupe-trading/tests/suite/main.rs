@@ -9,5 +9,6 @@ mod dist_simulation;
 mod durable_acks;
 mod log_recovery;
 mod reference_book;
+mod router;
 mod seed_scenario;
 mod simulation;

@@ -1,13 +1,14 @@
 //! The seed scenario end to end on the actor system, in every messaging style and log mode:
 //! every order trades (trades = orders / 2, the seed's check), the books end empty, primary
 //! and standby end with equal state hashes, and an exchange restarted from its logs comes back
-//! with the same state.
+//! with the same state. Each both with orders routed in the clients' turns and through the
+//! receiver actors.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use troupe::System;
-use troupe_trading::load;
+use troupe_trading::load::{self, Entry};
 use troupe_trading::{Exchange, ExchangeConfig, LogMode, PairState, SeedScenario, Style};
 
 fn system() -> System {
@@ -37,7 +38,14 @@ fn check_seed_invariants(states: &[PairState], orders: u64) {
     }
 }
 
+/// The scenario with the clients' orders entering both ways (`Entry`).
 fn scenario(style: Style, log: LogMode, clients: usize, rounds: u64) {
+    for entry in [Entry::Router, Entry::Receivers] {
+        scenario_entering(style, log, clients, rounds, entry);
+    }
+}
+
+fn scenario_entering(style: Style, log: LogMode, clients: usize, rounds: u64, entry: Entry) {
     let dir = tempfile::tempdir().unwrap();
     let system = system();
     let exchange = Exchange::start(&system, config(style, log, dir.path())).unwrap();
@@ -49,9 +57,23 @@ fn scenario(style: Style, log: LogMode, clients: usize, rounds: u64) {
         clients,
         rounds,
         Duration::from_secs(30),
+        entry,
     )
     .unwrap();
     let orders = clients as u64 * rounds * 30;
+    let submitted: u64 = exchange
+        .receivers()
+        .iter()
+        .map(|r| r.metrics().processed)
+        .sum();
+    let through_receivers = match entry {
+        Entry::Router => 0,
+        Entry::Receivers => orders,
+    };
+    assert_eq!(
+        submitted, through_receivers,
+        "{entry:?}: orders the receivers handled"
+    );
     assert_eq!(report.orders, orders);
     assert_eq!(report.latency.len(), orders);
     let before = exchange.pair_states().unwrap();

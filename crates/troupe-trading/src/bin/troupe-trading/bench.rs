@@ -24,7 +24,7 @@ use anyhow::{bail, ensure, Context as _, Result};
 use indicatif::{HumanDuration, ProgressBar, ProgressState, ProgressStyle};
 use serde_json::{json, Map, Value};
 use troupe::System;
-use troupe_trading::load::{self, LoadReport};
+use troupe_trading::load::{self, Entry, LoadReport};
 use troupe_trading::{Exchange, ExchangeConfig, LogMode, Market, SeedScenario, Style};
 
 use crate::report::{percentiles_us, Printer, Samples};
@@ -36,6 +36,14 @@ fn warmup_orders(setup: &Setup, measured: u64) -> u64 {
         (measured / 4).max(30)
     } else {
         (measured / 10).min(30_000)
+    }
+}
+
+/// How the orders entered, for a record's notes.
+pub fn entry_notes(entry: Entry) -> &'static str {
+    match entry {
+        Entry::Router => "orders routed in the clients' turns",
+        Entry::Receivers => "orders through 10 receivers",
     }
 }
 
@@ -115,10 +123,21 @@ pub fn closed_once(
     };
     let timeout = Duration::from_secs(900) + per_order * u32::try_from(orders).unwrap_or(u32::MAX);
     let warm_rounds = scenario.rounds_per_client(warmup_orders(setup, orders), clients);
-    let warm = load::closed_loop(&system, &exchange, &scenario, clients, warm_rounds, timeout)?;
+    let entry = setup.entry;
+    let warm = load::closed_loop(
+        &system,
+        &exchange,
+        &scenario,
+        clients,
+        warm_rounds,
+        timeout,
+        entry,
+    )?;
     let rounds = scenario.rounds_per_client(orders, clients);
     let before = Costs::now(&system, &exchange);
-    let report = load::closed_loop(&system, &exchange, &scenario, clients, rounds, timeout)?;
+    let report = load::closed_loop(
+        &system, &exchange, &scenario, clients, rounds, timeout, entry,
+    )?;
     let costs = Costs::now(&system, &exchange).since(&before, report.orders);
     validate(&exchange, warm.orders + report.orders)?;
     let states = exchange.pair_states()?;
@@ -303,10 +322,12 @@ pub fn closed(
                     ("log", json!(log.name())),
                     ("clients", json!(clients)),
                     ("orders", json!(measured)),
+                    ("entry", json!(setup.entry.name())),
                 ]);
                 let mut ratio = None;
                 let mut notes = format!(
-                    "closed loop, 3 engine pairs, 10 receivers; {}",
+                    "closed loop, 3 engine pairs, {}; {}",
+                    entry_notes(setup.entry),
                     setup.notes()
                 );
                 if !costs.is_empty() {

@@ -150,8 +150,10 @@ pub fn run(
                     all_valid &= samples.validated;
                     let mut p = base_params.clone();
                     p.insert("style".into(), json!(style.name()));
+                    p.insert("entry".into(), json!(setup.entry.name()));
                     let mut notes = format!(
-                        "closed loop, run alternately with the threads baseline; {}",
+                        "closed loop, {}, run alternately with the threads baseline; {}",
+                        bench::entry_notes(setup.entry),
                         setup.notes()
                     );
                     if !costs.is_empty() {

@@ -30,6 +30,7 @@ use anyhow::{bail, Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, RangedU64ValueParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
+use troupe_trading::load::Entry;
 use troupe_trading::{LogMode, Market, SeedScenario, Style};
 
 use bench::Progress;
@@ -277,6 +278,10 @@ struct BenchOpts {
     /// HTML report `index.html`.
     #[arg(long, global = true, default_value = "results")]
     results_dir: PathBuf,
+    /// How the closed loop's client actors put their orders in (default router). Only for
+    /// `bench closed`, `compare` and `all`.
+    #[arg(long, global = true, value_parser = entry_parser())]
+    entry: Option<Entry>,
 }
 
 /// Orders per load level, for the closed loop and the baselines.
@@ -401,6 +406,21 @@ fn style_parser() -> impl TypedValueParser<Value = Style> {
     .try_map(|s| s.parse::<Style>())
 }
 
+/// The ways into the exchange, with their possible values shown in `--help`.
+fn entry_parser() -> impl TypedValueParser<Value = Entry> {
+    PossibleValuesParser::new([
+        PossibleValue::new("router").help(
+            "the receivers' stateless work (validate, route) runs in the client actor's turn: \
+             one message per order to its primary",
+        ),
+        PossibleValue::new("receivers").help(
+            "each client tells its receiver actor, which routes the order: the seed's \
+             topology, one message more per order",
+        ),
+    ])
+    .try_map(|s| s.parse::<Entry>())
+}
+
 /// The log modes, with their possible values shown in `--help`.
 fn log_parser() -> impl TypedValueParser<Value = LogMode> {
     PossibleValuesParser::new([
@@ -423,6 +443,8 @@ pub struct Setup {
     pub repeat: usize,
     pub warmup: usize,
     pub scratch: Option<PathBuf>,
+    /// How the closed loop's clients put their orders in.
+    pub entry: Entry,
 }
 
 impl Setup {
@@ -557,6 +579,7 @@ fn prepare(cli: Cli) -> Result<(Setup, Job)> {
         repeat: 1,
         warmup: 0,
         scratch: g.scratch.clone(),
+        entry: Entry::default(),
     };
     let job = match cli.command {
         Command::Run {
@@ -691,8 +714,16 @@ fn prepare(cli: Cli) -> Result<(Setup, Job)> {
             setup.quick = opts.quick;
             setup.repeat = opts.repeat.unwrap_or(if opts.quick { 1 } else { 3 });
             setup.warmup = opts.warmup.unwrap_or(0);
+            setup.entry = opts.entry.unwrap_or_default();
+            let refuse_entry = |which: &str, why: &str| -> Result<()> {
+                if opts.entry.is_some() {
+                    bail!("--entry has no effect on `bench {which}`: {why}");
+                }
+                Ok(())
+            };
             let plan = match which {
                 Which::FsyncProbe => {
+                    refuse_entry("fsync-probe", "it measures the disk alone")?;
                     refuse_actor_options(&g, "fsync-probe", "it measures the disk alone")?;
                     for (option, given) in [
                         ("--repeat", opts.repeat.is_some()),
@@ -713,13 +744,17 @@ fn prepare(cli: Cli) -> Result<(Setup, Job)> {
                     logs,
                     rates,
                     seconds,
-                } => BenchPlan::OpenLoop(plan_open_loop(&setup, styles, logs, rates, seconds)?),
+                } => {
+                    refuse_entry("open-loop", "its pacing actor sends to the receivers")?;
+                    BenchPlan::OpenLoop(plan_open_loop(&setup, styles, logs, rates, seconds)?)
+                }
                 Which::Baseline {
                     clients,
                     logs,
                     sizes,
                 } => {
                     refuse_actor_options(&g, "baseline", "it runs no actors")?;
+                    refuse_entry("baseline", "it runs no actors")?;
                     BenchPlan::Baseline(plan_baseline(&setup, clients, logs, sizes)?)
                 }
                 Which::Compare {
@@ -1247,12 +1282,32 @@ mod tests {
             ("bench fsync-probe --warmup 1", "--warmup"),
             ("bench fsync-probe --workers 2", "--workers"),
             ("bench baseline --throughput 8", "--throughput"),
+            ("bench baseline --entry router", "--entry"),
+            ("bench open-loop --entry receivers", "--entry"),
+            ("bench fsync-probe --entry router", "--entry"),
             ("run --dir x --scratch y", "--scratch"),
             ("inspect --dir x --scratch y", "--scratch"),
         ] {
             let e = refusal(args);
             assert!(e.contains(option), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn entry_is_router_unless_asked() {
+        for (args, entry) in [
+            ("bench compare --quick", Entry::Router),
+            ("bench compare --quick --entry receivers", Entry::Receivers),
+            ("bench closed --quick --entry router", Entry::Router),
+            ("bench --entry receivers all --quick", Entry::Receivers),
+        ] {
+            let cli = Cli::try_parse_from(std::iter::once("troupe-trading").chain(args.split(' ')))
+                .unwrap();
+            let (setup, _) = prepare(cli).unwrap_or_else(|e| panic!("{args}: {e:#}"));
+            assert_eq!(setup.entry, entry, "{args}");
+        }
+        let e = clap_refusal("bench compare --entry door");
+        assert!(e.contains("router") && e.contains("receivers"), "{e}");
     }
 
     #[test]
