@@ -125,8 +125,6 @@ pub(crate) struct PoolShared {
 #[derive(Default)]
 pub(crate) struct WorkerCounters {
     turns: AtomicU64,
-    /// Takes of work scheduled from outside the pool (read by the narrowing monitor).
-    outside: AtomicU64,
     steals: AtomicU64,
     parks: AtomicU64,
     lent: AtomicU64,

@@ -109,7 +109,6 @@ pub(super) fn run(
         searching: true,
         turns: 0,
         steals: 0,
-        outside: 0,
         parks: 0,
     };
     worker.run();
@@ -132,8 +131,6 @@ struct WorkerLoop<'a> {
     /// Counters kept locally and published now and then (see `publish_counters`).
     turns: u64,
     steals: u64,
-    /// Takes of work scheduled from outside the pool (the injector, outside threads' queues).
-    outside: u64,
     parks: u64,
 }
 
@@ -236,12 +233,6 @@ impl<'a> WorkerLoop<'a> {
     /// What was scheduled from outside the pool: the injector, then the outside threads' own
     /// queues (a batch from one of them).
     fn steal_outside(&mut self) -> Option<Runnable> {
-        let found = self.find_outside();
-        self.outside += u64::from(found.is_some());
-        found
-    }
-
-    fn find_outside(&mut self) -> Option<Runnable> {
         if let Some(runnable) = self
             .shared
             .injector
@@ -329,7 +320,6 @@ impl<'a> WorkerLoop<'a> {
         counters.turns.store(self.turns, Ordering::Relaxed);
         counters.steals.store(self.steals, Ordering::Relaxed);
         counters.parks.store(self.parks, Ordering::Relaxed);
-        counters.outside.store(self.outside, Ordering::Relaxed);
         counters
             .lent
             .store(self.local.run_next.lent_turns(), Ordering::Relaxed);
