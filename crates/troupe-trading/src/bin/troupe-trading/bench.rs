@@ -183,6 +183,11 @@ pub struct Costs {
     pub turns: f64,
     pub steals: f64,
     pub parks: f64,
+    /// Workers taking work at the end of the run (the pool's width: it starts on one and
+    /// tries more as it measures them, `SystemBuilder::narrowing`); not per order.
+    pub width: f64,
+    /// Times the width changed during the run; not per order.
+    pub width_changes: f64,
 }
 
 impl Costs {
@@ -195,6 +200,8 @@ impl Costs {
             turns: sum(|p| p.turns),
             steals: sum(|p| p.steals),
             parks: sum(|p| p.parks),
+            width: pools.iter().map(|p| p.width).sum::<usize>() as f64,
+            width_changes: sum(|p| p.width_changes),
         }
     }
 
@@ -207,6 +214,8 @@ impl Costs {
             turns: per(self.turns, before.turns),
             steals: per(self.steals, before.steals),
             parks: per(self.parks, before.parks),
+            width: self.width,
+            width_changes: self.width_changes - before.width_changes,
         }
     }
 
@@ -221,6 +230,8 @@ impl Costs {
             turns: m(|c| c.turns),
             steals: m(|c| c.steals),
             parks: m(|c| c.parks),
+            width: m(|c| c.width),
+            width_changes: m(|c| c.width_changes),
         }
     }
 
@@ -228,8 +239,15 @@ impl Costs {
     pub fn describe(&self) -> String {
         format!(
             "per order: {:.2} us of CPU, {:.2} messages handled by receivers and engines, {:.2} \
-             actor turns, {:.3} steals, {:.3} parks",
-            self.cpu_us, self.messages, self.turns, self.steals, self.parks
+             actor turns, {:.3} steals, {:.3} parks; the pool's width {} at the end, changed {} \
+             times during the run",
+            self.cpu_us,
+            self.messages,
+            self.turns,
+            self.steals,
+            self.parks,
+            self.width,
+            self.width_changes
         )
     }
 }

@@ -104,7 +104,7 @@ pub fn run(
                         Ok((report, _, cost)) => {
                             let tput = report.throughput();
                             line += &format!(
-                                ", {} {:.2} M ({:.2}x; p50 {:.1} p99 {:.1} us; {:.2} us CPU ({:.2}x), {:.2} msgs, {:.2} turns per order)",
+                                ", {} {:.2} M ({:.2}x; p50 {:.1} p99 {:.1} us; {:.2} us CPU ({:.2}x), {:.2} msgs, {:.2} turns per order; width {} after {} changes)",
                                 style.name(),
                                 tput / 1e6,
                                 tput / base,
@@ -114,6 +114,8 @@ pub fn run(
                                 base_cpu / cost.cpu_us,
                                 cost.messages,
                                 cost.turns,
+                                cost.width,
+                                cost.width_changes,
                             );
                             if is_measured {
                                 cpu_ratios[i].push(base_cpu / cost.cpu_us);
