@@ -33,7 +33,9 @@
 //! start for writing would do. `troupe-trading inspect` starts the exchange so.
 //!
 //! Then the actors are spawned: each standby, then its primary (which knows its standby), then
-//! the receivers (which know every primary). Everything shares the system's worker pool; in
+//! the receivers (which share one [`Router`], which knows every primary; a client actor in
+//! this process may run the router itself, [`Exchange::router`]). Everything shares the
+//! system's worker pool; in
 //! fsync mode each engine's log also has a flusher thread of its own (`flush.rs`), which runs
 //! the log's `fdatasync`s so that no engine waits for the disk.
 //!

@@ -9,6 +9,11 @@
 //! engine. Orders from a client id that never connected cannot be answered at all and are
 //! dropped (counted nowhere but in the client's own missing ack: the client API does not let
 //! this happen).
+//!
+//! The work itself is a [`Router`], a value: a receiver runs it in its turns, and a client
+//! actor in the exchange's process may run it in its own turn (one message fewer per order).
+//! The router answers exactly as a receiver does; it has no mailbox, so where a receiver's
+//! mailbox would hold a burst of orders, the router runs each where it was placed.
 
 use std::sync::Arc;
 
