@@ -70,7 +70,7 @@
 //!   simulation: `dist_sim`, seeds in `tests/suite/dist_simulation.rs`.)
 //!
 //! ## Where it runs
-//! The node logic is generic over [`Cluster`](crate::cluster::Cluster): NATS in production
+//! The node logic is generic over [`Cluster`]: NATS in production
 //! (`nats_cluster.rs`), a simulated cluster in `troupe::sim` tests (`sim_cluster.rs`,
 //! `dist_sim.rs`).
 //!
