@@ -33,7 +33,7 @@
 //!   worker more is kept at once at 10 % better ([`SURE_WIDER`]): every worker at work is
 //!   where a pool without narrowing stays anyway, and going back to check cost a short run
 //!   its gain (the trading benchmark's 750,000 orders, a tenth of a second, spent 5-10 ms more
-//!   at one worker: 6.64 M orders/s at the median with the check at 1.25x, 6.95 M without);
+//!   at one worker: 6.72 M orders/s at the median with the check at 1.25x, 7.01 M without);
 //! - after a trial not kept, it waits at least four times as long before the next (the
 //!   square of how much worse it did; up to [`MAX_WAIT`]) and tries the other way where both
 //!   are open; after one kept, it goes on the same way soon, or, if it cannot, waits at
