@@ -78,6 +78,35 @@ fn wait_in_step(node: &Node, pair: usize, names: [&str; 2]) -> (NodeState, NodeS
         .unwrap_or_else(|| panic!("pair {pair} never got in step"))
 }
 
+/// Waits until the pair's sync record names `standby` (read as an engine would, the only role
+/// allowed to). A standby in step by the orders it holds is named a moment later, when its
+/// primary's write of the record lands; until then it may not take the lease, so a test that
+/// stops the primary in that moment would see the pair left without one (as it must).
+#[track_caller]
+fn wait_named(node: &Node, url: &str, access: &Access, pair: usize, standby: &str) {
+    let (client, _errors) = raw_connection(node, url, access, "engine");
+    let key = format!("pair-{pair}");
+    let named = node.block_on(async {
+        let kv = async_nats::jetstream::new(client)
+            .get_key_value(troupe_trading::nats_cluster::SYNC_BUCKET)
+            .await
+            .expect("the sync bucket");
+        let end = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < end {
+            if let Ok(Some(value)) = kv.get(&key).await {
+                let record: serde_json::Value =
+                    serde_json::from_slice(&value).expect("a sync record is JSON");
+                if record["standby"].as_str() == Some(standby) {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    });
+    assert!(named, "pair {pair}'s sync record never named {standby}");
+}
+
 /// Starts again every node process that has ended (as a supervisor would).
 fn revive(
     procs: &mut HashMap<String, NodeProcess>,
@@ -290,6 +319,7 @@ fn kill_9_of_a_primary_loses_no_acknowledged_order_and_the_node_rejoins() {
     // The standby of pair 0 is in step and named before the kill.
     let standby0 = if p0 == "p0a" { "p0b" } else { "p0a" };
     wait_in_step(&node, 0, ["p0a", "p0b"]);
+    wait_named(&node, &url, &access, 0, standby0);
     let killed_at = Instant::now();
     let epoch_before = state(&node, 0, standby0).unwrap().epoch;
     drop(procs.remove(&p0)); // SIGKILL
@@ -410,6 +440,7 @@ fn a_primary_paused_past_its_lease_never_acknowledges_again() {
     let tasks = run_clients(&clients, 3, vec![0], acks.clone(), stop.clone());
     wait_acks(&acks, 300);
     wait_in_step(&node, 0, names);
+    wait_named(&node, &url, &access, 0, other);
 
     // Pause the primary (its clock runs on, its lease is not renewed), let the standby take
     // over, then resume it: it must not acknowledge anything, and it ends itself.
@@ -480,7 +511,12 @@ fn raw_connection(
                 let _ = tx.send(event.to_string());
             }
         });
-    (node.block_on(options.connect(url)).unwrap(), rx)
+    // `url` may list several servers, comma-separated (a cluster).
+    let servers: Vec<async_nats::ServerAddr> = url
+        .split(',')
+        .map(|u| u.parse().expect("a server url"))
+        .collect();
+    (node.block_on(options.connect(servers)).unwrap(), rx)
 }
 
 /// Waits for the server's permissions error about `subject`.
