@@ -7,7 +7,6 @@ use std::time::Duration;
 use troupe::System;
 use troupe_trading::{
     Ack, ClientId, Exchange, ExchangeConfig, InstrumentId, NewOrder, Outcome, RejectReason, Side,
-    Submit,
 };
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -23,6 +22,13 @@ fn order(client: ClientId, id: u64, instrument: u16, price: i32, volume: i32) ->
     }
 }
 
+/// The seed's exchange (request-reply, no log) on a system of two workers.
+fn seed_exchange() -> (System, Exchange) {
+    let system = System::builder().workers(2).build().unwrap();
+    let exchange = Exchange::start(&system, ExchangeConfig::seed()).unwrap();
+    (system, exchange)
+}
+
 /// The outcome of `order`'s one ack (the seed's request-reply style), sent by the router or
 /// through the client's receiver.
 fn answer(
@@ -34,10 +40,7 @@ fn answer(
     if by_router {
         exchange.router().submit(order);
     } else {
-        exchange
-            .receiver_for(order.client)
-            .tell(Submit(order))
-            .unwrap();
+        exchange.submit(order).unwrap();
     }
     let ack = rx.recv_timeout(WAIT).expect("every order is answered");
     assert_eq!(ack.client_order_id, order.client_order_id);
@@ -46,8 +49,7 @@ fn answer(
 
 #[test]
 fn the_router_answers_every_order_as_a_receiver_does() {
-    let system = System::builder().workers(2).build().unwrap();
-    let exchange = Exchange::start(&system, ExchangeConfig::seed()).unwrap();
+    let (system, exchange) = seed_exchange();
     let mut outcomes = Vec::new();
     for by_router in [true, false] {
         let (tx, rx) = mpsc::channel();
@@ -83,8 +85,7 @@ fn the_router_answers_every_order_as_a_receiver_does() {
 
 #[test]
 fn an_order_from_a_session_never_opened_reaches_no_engine() {
-    let system = System::builder().workers(2).build().unwrap();
-    let exchange = Exchange::start(&system, ExchangeConfig::seed()).unwrap();
+    let (system, exchange) = seed_exchange();
     let (tx, rx) = mpsc::channel();
     let me = exchange.connect(tx).unwrap();
     exchange
@@ -106,8 +107,7 @@ fn an_order_from_a_session_never_opened_reaches_no_engine() {
 
 #[test]
 fn a_router_kept_past_the_exchange_refuses_its_orders() {
-    let system = System::builder().workers(2).build().unwrap();
-    let exchange = Exchange::start(&system, ExchangeConfig::seed()).unwrap();
+    let (system, exchange) = seed_exchange();
     let (tx, rx) = mpsc::channel();
     let me = exchange.connect(tx).unwrap();
     let router = exchange.router().clone();
