@@ -611,7 +611,7 @@ fn check(
 }
 
 /// Samples gathered for one (case, metric, contender).
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Gathered {
     unit: String,
     samples: Vec<f64>,
@@ -1035,12 +1035,81 @@ fn render_markdown(
             ));
         }
         md.push('\n');
+        for (name, g) in by_contender {
+            if let Some(line) = each_repetition(name, g, higher_is_better(&unit)) {
+                md.push_str(&line);
+                md.push_str("\n\n");
+            }
+        }
         if let Some(line) = by_distance(by_contender, higher_is_better(&unit)) {
             md.push_str(&line);
             md.push_str("\n\n");
         }
     }
     md
+}
+
+/// What the pool did in each of troupe's repetitions, worst first, so a slow repetition
+/// explains itself in the report: e.g. `16.8M (width 2 after 1 change, 2.9 messages per turn,
+/// 13 parks, 185 ns apart)`. `None` for any other contender (`troupe-thread` runs each actor
+/// on a thread of its own, which the pool's counters do not describe; peers keep none).
+fn each_repetition(name: &str, g: &Gathered, higher_better: bool) -> Option<String> {
+    if name != "troupe"
+        || g.failure.is_some()
+        || g.counters.len() != g.samples.len()
+        || !g.counters.iter().any(|c| c.contains_key("turns"))
+    {
+        return None;
+    }
+    let mut reps: Vec<(f64, &Map<String, Value>)> =
+        g.samples.iter().copied().zip(&g.counters).collect();
+    reps.sort_by(|a, b| {
+        let order = a.0.total_cmp(&b.0);
+        if higher_better {
+            order
+        } else {
+            order.reverse()
+        }
+    });
+    let number = |c: &Map<String, Value>, key: &str| c.get(key).and_then(Value::as_f64);
+    let described: Vec<String> = reps
+        .iter()
+        .map(|(sample, c)| {
+            let mut parts = Vec::new();
+            if let Some(width) = number(c, "width") {
+                let changes = number(c, "width_changes").unwrap_or(0.0);
+                parts.push(format!(
+                    "width {width:.0} after {changes:.0} change{}",
+                    if changes == 1.0 { "" } else { "s" }
+                ));
+            }
+            if let Some(per_turn) = number(c, "messages_per_turn") {
+                parts.push(format!("{per_turn:.1} messages per turn"));
+            }
+            for (key, one) in [
+                ("parks", "park"),
+                ("steals", "steal"),
+                ("lent_turns", "lent turn"),
+                ("helped_turns", "helped turn"),
+            ] {
+                if let Some(n) = number(c, key).filter(|&n| n > 0.0) {
+                    parts.push(if n == 1.0 {
+                        format!("1 {one}")
+                    } else {
+                        format!("{n:.0} {one}s")
+                    });
+                }
+            }
+            if let Some(ns) = cores_apart(c) {
+                parts.push(format!("{ns:.0} ns apart"));
+            }
+            format!("{} ({})", human(*sample), parts.join(", "))
+        })
+        .collect();
+    Some(format!(
+        "{name}, each repetition, worst first: {}.",
+        described.join("; ")
+    ))
 }
 
 /// A contender's samples on near cores, and on far ones.
@@ -1233,6 +1302,67 @@ mod tests {
         let mut near = BTreeMap::new();
         near.insert("troupe".to_owned(), gathered(&[50e6, 56e6], &[24.0, 40.0]));
         assert_eq!(by_distance(&near, true), None);
+    }
+
+    #[test]
+    fn a_slow_repetition_explains_itself() {
+        let counters = |width: u64, changes: u64, per_turn: f64, parks: u64, ns: f64| {
+            let mut c = Map::new();
+            c.insert("turns".into(), json!(1000));
+            c.insert("width".into(), json!(width));
+            c.insert("width_changes".into(), json!(changes));
+            c.insert("messages_per_turn".into(), json!(per_turn));
+            c.insert("parks".into(), json!(parks));
+            c.insert("steals".into(), json!(0));
+            c.insert(CORE_TO_CORE.into(), json!(ns));
+            c
+        };
+        let troupe = Gathered {
+            unit: "msgs/s".into(),
+            samples: vec![26.7e6, 16.8e6],
+            counters: vec![
+                counters(1, 4, 6.0, 6, 179.0),
+                counters(2, 1, 2.9, 13, 185.0),
+            ],
+            ..Gathered::default()
+        };
+        let line = each_repetition("troupe", &troupe, true).expect("troupe keeps counters");
+        assert_eq!(
+            line,
+            "troupe, each repetition, worst first: 16.8M (width 2 after 1 change, 2.9 messages \
+             per turn, 13 parks, 185 ns apart); 26.7M (width 1 after 4 changes, 6.0 messages per \
+             turn, 6 parks, 179 ns apart)."
+        );
+        // Lower is better (a chain's time): the worst is the highest.
+        let chain = Gathered {
+            unit: "ms".into(),
+            samples: vec![580.0, 660.0],
+            counters: vec![counters(2, 0, 1.0, 0, 25.0), counters(2, 0, 1.0, 0, 26.0)],
+            ..Gathered::default()
+        };
+        let line = each_repetition("troupe", &chain, false).expect("counters");
+        assert!(line.contains("worst first: 660 ("), "{line}");
+        // One of each: singular.
+        let one = Gathered {
+            counters: vec![counters(1, 1, 6.0, 1, 30.0)],
+            samples: vec![1e6],
+            ..troupe.clone()
+        };
+        let line = each_repetition("troupe", &one, true).expect("counters");
+        assert!(
+            line.contains("after 1 change, 6.0 messages per turn, 1 park, 30 ns"),
+            "{line}"
+        );
+        assert_eq!(each_repetition("troupe-thread", &troupe, true), None);
+        // A peer's repetitions carry only the probe's figure: no line.
+        assert_eq!(
+            each_repetition("go", &gathered(&[1.0], &[25.0]), true),
+            None
+        );
+        // Counters that do not match the samples one to one: no line.
+        let mut short = troupe.clone();
+        short.counters.pop();
+        assert_eq!(each_repetition("troupe", &short, true), None);
     }
 
     #[test]

@@ -167,6 +167,12 @@ fn quick_compare_every_available_contender_validates() {
     }
     let table = std::fs::read_to_string(folder.join("results.md")).unwrap();
     assert!(table.contains("| cores apart |"), "{table}");
+    // troupe's repetitions say what the pool did in each.
+    assert!(
+        table.contains("troupe, each repetition, worst first: ")
+            && table.contains(" messages per turn"),
+        "{table}"
+    );
     let page = std::fs::read_to_string(folder.join("index.html")).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>") && page.contains("<svg"));
     assert!(
