@@ -16,14 +16,9 @@ pub use troupe_results::{human, params_text, summarize, Machine, Record};
 /// The runtime's counters over one repetition, as written into a record (`Record::counters`).
 pub type Counters = Map<String, Value>;
 
-/// The counter holding how far apart two cores were right before the repetition: half a round
-/// trip of a cache line between them, in nanoseconds (`troupe_results::probe`).
-pub const CORE_TO_CORE: &str = "core_to_core_ns";
-
-/// A core-to-core figure as recorded: nanoseconds to one decimal.
-pub fn core_to_core_value(ns: f64) -> Value {
-    json!((ns * 10.0).round() / 10.0)
-}
+// The counter holding how far apart two cores were right before the repetition: half a round
+// trip of a cache line between them, in nanoseconds (`troupe_results::probe`).
+pub use troupe_results::probe::{core_to_core_value, CORE_TO_CORE};
 
 /// How repetitions are run and results printed.
 #[derive(Debug, Clone)]

@@ -19,6 +19,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use serde_json::{json, Value};
+
+/// The key of the figure in a repetition's counters (`Record::counters`).
+pub const CORE_TO_CORE: &str = "core_to_core_ns";
+
+/// The figure as recorded: nanoseconds to one decimal.
+pub fn core_to_core_value(ns: f64) -> Value {
+    json!((ns * 10.0).round() / 10.0)
+}
+
 /// Round trips per batch.
 const ROUND_TRIPS: u64 = 2_000;
 /// Batches; the median is kept.

@@ -142,6 +142,25 @@ fn quick_benchmark_prints_validated_json_lines() {
         assert!(r["params"].is_object() && r["machine"].is_object());
         assert!(!r["samples"].as_array().unwrap().is_empty());
         assert_eq!(r["validated"], Value::Bool(true), "{r}");
+        if r["scenario"] == "trading" && r["contender"] == "troupe" {
+            // Each repetition of the actor system says what the pool did in it.
+            let counters = r["counters"].as_array().expect("troupe's counters");
+            assert_eq!(
+                counters.len(),
+                r["samples"].as_array().unwrap().len(),
+                "{r}"
+            );
+            for c in counters {
+                for key in [
+                    "turns_per_order",
+                    "messages_per_order",
+                    "width",
+                    "width_changes",
+                ] {
+                    assert!(c[key].is_number(), "{key} missing in {r}");
+                }
+            }
+        }
         seen.insert((
             r["scenario"].as_str().unwrap().to_owned(),
             r["contender"].as_str().unwrap().to_owned(),

@@ -24,6 +24,7 @@ use anyhow::{bail, ensure, Context as _, Result};
 use indicatif::{HumanDuration, ProgressBar, ProgressState, ProgressStyle};
 use serde_json::{json, Map, Value};
 use troupe::System;
+use troupe_results::probe;
 use troupe_trading::load::{self, Entry, LoadReport};
 use troupe_trading::{Exchange, ExchangeConfig, LogMode, Market, SeedScenario, Style};
 
@@ -172,6 +173,19 @@ pub fn cpu_us() -> f64 {
     us(usage.ru_utime) + us(usage.ru_stime)
 }
 
+/// The counters of a repetition that ran no actors (a baseline's): how far apart two cores
+/// were right before it, if measured.
+pub fn core_to_core(apart: Option<f64>) -> Map<String, Value> {
+    apart
+        .map(|ns| {
+            Map::from_iter([(
+                probe::CORE_TO_CORE.to_owned(),
+                probe::core_to_core_value(ns),
+            )])
+        })
+        .unwrap_or_default()
+}
+
 /// What the runtime did for the orders of a measured run: the pool's counters and the
 /// messages the exchange's actors handled (receivers and engines; a client's acks are not
 /// counted), summed, or once divided by the orders, per order.
@@ -233,6 +247,26 @@ impl Costs {
             width: m(|c| c.width),
             width_changes: m(|c| c.width_changes),
         }
+    }
+
+    /// One repetition's counters for its records (`Record::counters`), with how far apart two
+    /// cores were right before it when measured: so a slow repetition explains itself in the
+    /// JSON (`troupe-bench` records the same for its scenarios).
+    pub fn counters(&self, apart: Option<f64>) -> Map<String, Value> {
+        let rounded = |x: f64, places: i32| {
+            let scale = 10f64.powi(places);
+            json!((x * scale).round() / scale)
+        };
+        let mut counters = Map::new();
+        counters.insert("cpu_us_per_order".into(), rounded(self.cpu_us, 3));
+        counters.insert("messages_per_order".into(), rounded(self.messages, 2));
+        counters.insert("turns_per_order".into(), rounded(self.turns, 2));
+        counters.insert("steals_per_order".into(), rounded(self.steals, 4));
+        counters.insert("parks_per_order".into(), rounded(self.parks, 4));
+        counters.insert("width".into(), json!(self.width));
+        counters.insert("width_changes".into(), json!(self.width_changes));
+        counters.extend(core_to_core(apart));
+        counters
     }
 
     /// For a record's notes and the console.
@@ -312,11 +346,16 @@ pub fn closed(
                             h.saturating_record((t.as_nanos() as u64).max(1));
                         }
                     }
+                    let apart = (rep >= setup.warmup).then(probe::core_to_core_ns).flatten();
                     let outcome = closed_once(setup, style, log, clients, orders);
                     progress.run_done();
                     match outcome {
                         Ok((report, per_commit, cost)) if rep >= setup.warmup => {
-                            samples.push(report.throughput(), &report.latency);
+                            samples.push_counted(
+                                report.throughput(),
+                                &report.latency,
+                                cost.counters(apart),
+                            );
                             batches.extend(per_commit);
                             costs.push(cost);
                         }

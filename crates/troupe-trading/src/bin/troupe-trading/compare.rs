@@ -77,7 +77,7 @@ pub fn run(
                 let base = match base {
                     Ok((tput, h)) => {
                         if is_measured {
-                            threads.push(tput, &h);
+                            threads.push_counted(tput, &h, bench::core_to_core(apart));
                             threads_cpu.push(base_cpu);
                         }
                         tput
@@ -119,7 +119,7 @@ pub fn run(
                             );
                             if is_measured {
                                 cpu_ratios[i].push(base_cpu / cost.cpu_us);
-                                samples.push(tput, &report.latency);
+                                samples.push_counted(tput, &report.latency, cost.counters(apart));
                                 ratios.push(tput / base);
                                 costs.push(cost);
                             }

@@ -34,6 +34,8 @@ pub fn percentiles_us(h: &Histogram<u64>) -> [f64; 5] {
 pub struct Samples {
     pub throughput: Vec<f64>,
     pub latency: Vec<[f64; 5]>,
+    /// What was counted in each repetition (`Record::counters`): one per sample, or none.
+    pub counters: Vec<Map<String, Value>>,
     pub validated: bool,
 }
 
@@ -48,6 +50,29 @@ impl Samples {
     pub fn push(&mut self, throughput: f64, latency: &Histogram<u64>) {
         self.throughput.push(throughput);
         self.latency.push(percentiles_us(latency));
+    }
+
+    /// A repetition with what was counted in it. Counters are kept only if every repetition
+    /// has some (a record's counters go one per sample).
+    pub fn push_counted(
+        &mut self,
+        throughput: f64,
+        latency: &Histogram<u64>,
+        counters: Map<String, Value>,
+    ) {
+        if !counters.is_empty() && self.counters.len() == self.throughput.len() {
+            self.counters.push(counters);
+        }
+        self.push(throughput, latency);
+    }
+
+    /// The counters of each repetition, if every one has them.
+    fn counters(&self) -> Vec<Map<String, Value>> {
+        if self.counters.len() == self.throughput.len() {
+            self.counters.clone()
+        } else {
+            Vec::new()
+        }
     }
 
     pub fn median(&self, metric: usize) -> f64 {
@@ -83,7 +108,7 @@ impl Printer {
         validated: bool,
         notes: &str,
     ) -> Result<()> {
-        let mut record = Record::new(
+        let record = Record::new(
             scenario,
             metric,
             contender,
@@ -92,6 +117,10 @@ impl Printer {
             samples,
             notes,
         );
+        self.emit(record, validated)
+    }
+
+    fn emit(&self, mut record: Record, validated: bool) -> Result<()> {
         record.validated = validated;
         if self.json {
             let stdout = std::io::stdout();
@@ -127,27 +156,27 @@ impl Printer {
         samples: &Samples,
         notes: &str,
     ) -> Result<()> {
-        self.record(
-            scenario,
-            "throughput",
-            contender,
-            params,
-            "orders/s",
-            samples.throughput.clone(),
-            samples.validated,
-            notes,
-        )?;
-        for (i, (metric, _)) in PERCENTILES.iter().enumerate() {
-            self.record(
+        let counters = samples.counters();
+        let metrics = std::iter::once(("throughput", "orders/s", samples.throughput.clone()))
+            .chain(PERCENTILES.iter().enumerate().map(|(i, (metric, _))| {
+                (
+                    *metric,
+                    "us",
+                    samples.latency.iter().map(|l| l[i]).collect(),
+                )
+            }));
+        for (metric, unit, figures) in metrics {
+            let record = Record::new(
                 scenario,
                 metric,
                 contender,
-                params,
-                "us",
-                samples.latency.iter().map(|l| l[i]).collect(),
-                samples.validated,
+                params.clone(),
+                unit,
+                figures,
                 notes,
-            )?;
+            )
+            .with_counters(counters.clone());
+            self.emit(record, samples.validated)?;
         }
         let (tput, _, _) = summarize(&samples.throughput);
         self.say(format!(
