@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _, Result};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use troupe_results::{counts_work, describe_counters};
 
 use crate::report::{
     core_to_core_value, human, params_text, summarize, Machine, Record, Runner, CORE_TO_CORE,
@@ -1057,7 +1058,7 @@ fn each_repetition(name: &str, g: &Gathered, higher_better: bool) -> Option<Stri
     if name != "troupe"
         || g.failure.is_some()
         || g.counters.len() != g.samples.len()
-        || !g.counters.iter().any(|c| c.contains_key("turns"))
+        || !g.counters.iter().any(counts_work)
     {
         return None;
     }
@@ -1071,40 +1072,9 @@ fn each_repetition(name: &str, g: &Gathered, higher_better: bool) -> Option<Stri
             order.reverse()
         }
     });
-    let number = |c: &Map<String, Value>, key: &str| c.get(key).and_then(Value::as_f64);
     let described: Vec<String> = reps
         .iter()
-        .map(|(sample, c)| {
-            let mut parts = Vec::new();
-            if let Some(width) = number(c, "width") {
-                let changes = number(c, "width_changes").unwrap_or(0.0);
-                parts.push(format!(
-                    "width {width:.0} after {changes:.0} change{}",
-                    if changes == 1.0 { "" } else { "s" }
-                ));
-            }
-            if let Some(per_turn) = number(c, "messages_per_turn") {
-                parts.push(format!("{per_turn:.1} messages per turn"));
-            }
-            for (key, one) in [
-                ("parks", "park"),
-                ("steals", "steal"),
-                ("lent_turns", "lent turn"),
-                ("helped_turns", "helped turn"),
-            ] {
-                if let Some(n) = number(c, key).filter(|&n| n > 0.0) {
-                    parts.push(if n == 1.0 {
-                        format!("1 {one}")
-                    } else {
-                        format!("{n:.0} {one}s")
-                    });
-                }
-            }
-            if let Some(ns) = cores_apart(c) {
-                parts.push(format!("{ns:.0} ns apart"));
-            }
-            format!("{} ({})", human(*sample), parts.join(", "))
-        })
+        .map(|(sample, c)| format!("{} ({})", human(*sample), describe_counters(c)))
         .collect();
     Some(format!(
         "{name}, each repetition, worst first: {}.",

@@ -7,6 +7,7 @@
 //! of anything malformed; [`report`] (feature `report`) turns one or more result files into a
 //! self-contained HTML page with a chart and a table per scenario.
 
+mod counters;
 mod output;
 pub mod probe;
 mod read;
@@ -16,6 +17,7 @@ mod stats;
 #[cfg(feature = "report")]
 pub mod report;
 
+pub use counters::{counts_work, describe_counters};
 pub use output::{series_label, write_results, write_whole};
 pub use read::{parse_lines, read_file, ReadError};
 pub use schema::{command_line, commit_label, Machine, Record};
