@@ -654,16 +654,11 @@ fn extremes_explained(record: &crate::Record) -> Option<String> {
     if counters.len() != record.samples.len() || !counters.iter().any(crate::counts_work) {
         return None;
     }
-    let position = |pick: fn(f64, f64) -> bool| {
-        (0..record.samples.len()).reduce(|a, b| {
-            if pick(record.samples[b], record.samples[a]) {
-                b
-            } else {
-                a
-            }
-        })
+    // The first smallest and the first largest repetition.
+    let first_by = |order: fn(&f64, &f64) -> std::cmp::Ordering| {
+        (0..record.samples.len()).min_by(|&a, &b| order(&record.samples[a], &record.samples[b]))
     };
-    let (low, high) = (position(|b, a| b < a)?, position(|b, a| b > a)?);
+    let (low, high) = (first_by(f64::total_cmp)?, first_by(|a, b| b.total_cmp(a))?);
     let say = |at: usize| {
         format!(
             "{} with {}",

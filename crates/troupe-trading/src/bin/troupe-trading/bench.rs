@@ -176,14 +176,12 @@ pub fn cpu_us() -> f64 {
 /// The counters of a repetition that ran no actors (a baseline's): how far apart two cores
 /// were right before it, if measured.
 pub fn core_to_core(apart: Option<f64>) -> Map<String, Value> {
-    apart
-        .map(|ns| {
-            Map::from_iter([(
-                probe::CORE_TO_CORE.to_owned(),
-                probe::core_to_core_value(ns),
-            )])
-        })
-        .unwrap_or_default()
+    Map::from_iter(apart.map(|ns| {
+        (
+            probe::CORE_TO_CORE.to_owned(),
+            probe::core_to_core_value(ns),
+        )
+    }))
 }
 
 /// What the runtime did for the orders of a measured run: the pool's counters and the
