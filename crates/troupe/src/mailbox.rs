@@ -10,14 +10,20 @@
 //!
 //! # Recycling blocks
 //! A block the consumer has finished goes on the *spare chain* (`spare`, linked through the
-//! blocks' `next`), which keeps one block, or for an owner with catch-up
+//! blocks' `next`), which keeps up to [`SPARES_KEPT`] blocks, or for an owner with catch-up
 //! (`SpawnOptions::catch_up`) enough for twice its catch-up backlog; beyond that it is freed.
 //! The producer that installs the next block takes the whole chain with one swap, installs its
 //! first block and leaves the rest linked behind it, ahead of the tail: the next installers
 //! find their block already linked and touch neither the chain nor the allocator. So a steady
 //! stream allocates nothing, and neither does a producer that keeps its consumer a catch-up
 //! backlog behind (a fresh block costs a page fault for every four kilobytes it spans; over a
-//! backlog of millions of messages that was the largest cost of the counting actor).
+//! backlog of millions of messages that was the largest cost of the counting actor). Nor does
+//! a backlog that swings by up to [`SPARES_KEPT`] blocks, as when a sender on another thread
+//! runs ahead of its consumer and falls back again: with one block kept, every swing freed
+//! blocks on the consumer's thread that the sender's thread allocated again, and both took the
+//! allocator's lock for the same arena, where they queued on each other (glibc's arena lock
+//! puts a waiter to sleep in the kernel: a fork-join's worker and sender then slept thousands
+//! of times in a run of a few milliseconds; BENCHMARKS.md, "Fork-join's blocks").
 //! Only the consumer pushes onto the chain and only it frees blocks; producers only take the
 //! whole chain. A block the consumer reads on the chain is therefore live, and the chain's
 //! first block cannot leave and come back behind the consumer's back (no ABA).
@@ -198,6 +204,13 @@ pub(crate) enum Pushed {
 
 /// The most blocks a spare chain keeps.
 const MAX_SPARES: usize = 1024;
+/// Blocks a spare chain keeps at least (each about 1.3 KB for an inline message): so many that
+/// a backlog swinging by a few blocks recycles them rather than freeing and allocating (see
+/// the module note). An actor keeps them only once it had that many in use at once, as a
+/// `Vec` keeps its capacity; one that never had a backlog keeps one block at most. Two still
+/// let a fork-join's sender and worker meet on the allocator's lock in some runs; four never
+/// did in the runs measured (BENCHMARKS.md, "Fork-join's blocks").
+const SPARES_KEPT: u16 = 4;
 
 /// Frees `block` and every block linked after it.
 ///
@@ -610,17 +623,19 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// How many blocks the spare chain keeps: one (as many as a steady stream needs), or, for
-    /// an owner with catch-up, enough for twice its catch-up backlog, so a producer that
-    /// outruns it by that much allocates nothing and touches no new memory.
+    /// How many blocks the spare chain keeps: [`SPARES_KEPT`] (a steady stream needs one, a
+    /// backlog that swings by a few blocks that many), or, for an owner with catch-up, enough
+    /// for twice its catch-up backlog if that is more, so a producer that outruns it by that
+    /// much allocates nothing and touches no new memory.
     fn spares_kept(&self) -> u16 {
         if cfg!(troupe_loom) {
             return 2;
         }
         if self.behind_at == 0 {
-            return 1;
+            return SPARES_KEPT;
         }
-        (self.behind_at as usize / BLOCK_CAP * 2 + 2).min(MAX_SPARES) as u16
+        (self.behind_at as usize / BLOCK_CAP * 2 + 2)
+            .clamp(usize::from(SPARES_KEPT), MAX_SPARES) as u16
     }
 
     /// Keeps a block the consumer has finished (every slot read and reset) on the spare chain,
