@@ -12,8 +12,10 @@ mod failure;
 mod error;
 mod role;
 
-// 2. Concurrent building blocks, each standing alone: the mailbox, the signal lane, bounded
-//    admission, lazily allocated state, timers, the ask reply slot.
+// 2. Concurrent building blocks, each standing alone: shelves of free values (reply slots,
+//    mailbox blocks), the mailbox, the signal lane, bounded admission, lazily allocated
+//    state, timers, the ask reply slot.
+mod shelf;
 mod mailbox;
 mod signal;
 mod bounded;

@@ -10,20 +10,29 @@
 //!
 //! # Recycling blocks
 //! A block the consumer has finished goes on the *spare chain* (`spare`, linked through the
-//! blocks' `next`), which keeps up to [`SPARES_KEPT`] blocks, or for an owner with catch-up
-//! (`SpawnOptions::catch_up`) enough for twice its catch-up backlog; beyond that it is freed.
+//! blocks' `next`), which keeps one block, or for an owner with catch-up
+//! (`SpawnOptions::catch_up`) enough for twice its catch-up backlog; beyond that it goes on
+//! the finishing thread's shelf of blocks (`shelf.rs`), where the next block any mailbox of
+//! the same message type needs is taken from, on that thread or, through the process-wide
+//! spare shelf, on another.
 //! The producer that installs the next block takes the whole chain with one swap, installs its
 //! first block and leaves the rest linked behind it, ahead of the tail: the next installers
 //! find their block already linked and touch neither the chain nor the allocator. So a steady
 //! stream allocates nothing, and neither does a producer that keeps its consumer a catch-up
 //! backlog behind (a fresh block costs a page fault for every four kilobytes it spans; over a
-//! backlog of millions of messages that was the largest cost of the counting actor). Nor does
-//! a backlog that swings by up to [`SPARES_KEPT`] blocks, as when a sender on another thread
-//! runs ahead of its consumer and falls back again: with one block kept, every swing freed
-//! blocks on the consumer's thread that the sender's thread allocated again, and both took the
-//! allocator's lock for the same arena, where they queued on each other (glibc's arena lock
-//! puts a waiter to sleep in the kernel: a fork-join's worker and sender then slept thousands
-//! of times in a run of a few milliseconds; BENCHMARKS.md, "Fork-join's blocks").
+//! backlog of millions of messages that was the largest cost of the counting actor).
+//!
+//! Blocks beyond that are shelved rather than freed: a backlog that swings by a few blocks
+//! while the sender is another thread than the consumer (a plain thread feeding actors, a
+//! fork-join) freed, on the consumer's thread, blocks that the sender's thread then allocated
+//! again, and the two took the lock of the sender's arena in the allocator, where they queued
+//! on each other (glibc puts a waiter on that lock to sleep in the kernel: a fork-join's
+//! worker and sender slept hundreds to thousands of times in a run of a few milliseconds).
+//! Keeping more blocks on each mailbox's own chain ended that too, but a block kept by one
+//! actor is no use to the next: a chain of 10,000 actors, each keeping four, took a third
+//! longer, since every stage's blocks came fresh instead of from the stage before. A shelf
+//! hands the last block finished on a thread to the next one needed there, whichever mailbox
+//! needs it. BENCHMARKS.md, "Fork-join's blocks", has the figures.
 //! Only the consumer pushes onto the chain and only it frees blocks; producers only take the
 //! whole chain. A block the consumer reads on the chain is therefore live, and the chain's
 //! first block cannot leave and come back behind the consumer's back (no ABA).
@@ -204,13 +213,36 @@ pub(crate) enum Pushed {
 
 /// The most blocks a spare chain keeps.
 const MAX_SPARES: usize = 1024;
-/// Blocks a spare chain keeps at least (each about 1.3 KB for an inline message): so many that
-/// a backlog swinging by a few blocks recycles them rather than freeing and allocating (see
-/// the module note). An actor keeps them only once it had that many in use at once, as a
-/// `Vec` keeps its capacity; one that never had a backlog keeps one block at most. Two still
-/// let a fork-join's sender and worker meet on the allocator's lock in some runs; four never
-/// did in the runs measured (BENCHMARKS.md, "Fork-join's blocks").
-const SPARES_KEPT: u16 = 4;
+
+/// A finished block, shelved (see the module note): every slot read and reset, so it holds no
+/// message; its `next` is stale until the block is installed again.
+impl<T: Send + 'static> crate::shelf::Shelved for Box<Block<T>> {
+    /// Blocks a thread keeps per message type (each about 1.3 KB for an inline message): a
+    /// worker's share of a fork-join's swings, at most 20 KB.
+    const LOCAL: usize = 16;
+    /// Blocks kept process-wide per message type, at most about 330 KB.
+    const SPARE: usize = 256;
+}
+
+/// Puts a finished block on this thread's shelf (see the module note); under loom, whose
+/// models check the mailbox alone, frees it. Never inlined: it stays out of the consumer's
+/// loop, as the allocator's `free` it replaces did.
+#[inline(never)]
+fn shelve<T: Send + 'static>(block: Box<Block<T>>) {
+    #[cfg(not(troupe_loom))]
+    crate::shelf::give(block);
+    #[cfg(troupe_loom)]
+    drop(block);
+}
+
+/// A finished block from a shelf, if one is there (never under loom).
+#[inline(never)]
+fn unshelve<T: Send + 'static>() -> Option<Box<Block<T>>> {
+    #[cfg(not(troupe_loom))]
+    return crate::shelf::take();
+    #[cfg(troupe_loom)]
+    None
+}
 
 /// Frees `block` and every block linked after it.
 ///
@@ -231,7 +263,7 @@ pub(crate) struct Closed<T>(pub(crate) T);
 
 /// A lock-free MPSC queue with an embedded "who schedules" rule. See the module note.
 #[repr(C)]
-pub(crate) struct Mailbox<T> {
+pub(crate) struct Mailbox<T: Send + 'static> {
     // Written by producers (read on every push).
     tail: AtomicUsize,
     tail_block: AtomicPtr<Block<T>>,
@@ -253,12 +285,12 @@ pub(crate) struct Mailbox<T> {
 
 // SAFETY: messages are moved between threads, so `T: Send` is required; all shared state is
 // atomic or owned by the single consumer as the module invariants describe.
-unsafe impl<T: Send> Send for Mailbox<T> {}
+unsafe impl<T: Send + 'static> Send for Mailbox<T> {}
 // SAFETY: as above; `&Mailbox` only allows `push` (any thread) and `consumer` (unsafe, one
 // thread at a time by contract).
-unsafe impl<T: Send> Sync for Mailbox<T> {}
+unsafe impl<T: Send + 'static> Sync for Mailbox<T> {}
 
-impl<T> Mailbox<T> {
+impl<T: Send + 'static> Mailbox<T> {
     /// A new, empty mailbox. `idle` says whether the owner starts idle (a producer then
     /// schedules it) or already scheduled (its first turn is on its way).
     #[cfg(test)]
@@ -609,8 +641,12 @@ impl<T> Mailbox<T> {
     /// A new block, laid out for contention if producers raced since the last block was laid
     /// out.
     fn new_block(&self) -> Box<Block<T>> {
-        let mut block = Block::boxed();
-        // Not yet published: only this producer sees it.
+        let mut block = unshelve().unwrap_or_else(Block::boxed);
+        // Not yet published: only this producer sees it. A shelved block's slots are reset
+        // (it was recycled only once its consumer had read every one) and its depth is
+        // written again when it is recycled; its `next` is stale.
+        debug_assert!(block.slots.iter().all(|s| s.ready.load(Ordering::Relaxed) == 0));
+        block.next.store(ptr::null_mut(), Ordering::Relaxed);
         block.layout = self.next_layout();
         block
     }
@@ -623,19 +659,17 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// How many blocks the spare chain keeps: [`SPARES_KEPT`] (a steady stream needs one, a
-    /// backlog that swings by a few blocks that many), or, for an owner with catch-up, enough
-    /// for twice its catch-up backlog if that is more, so a producer that outruns it by that
-    /// much allocates nothing and touches no new memory.
+    /// How many blocks the spare chain keeps: one (as many as a steady stream needs), or, for
+    /// an owner with catch-up, enough for twice its catch-up backlog, so a producer that
+    /// outruns it by that much allocates nothing and touches no new memory.
     fn spares_kept(&self) -> u16 {
         if cfg!(troupe_loom) {
             return 2;
         }
         if self.behind_at == 0 {
-            return SPARES_KEPT;
+            return 1;
         }
-        (self.behind_at as usize / BLOCK_CAP * 2 + 2)
-            .clamp(usize::from(SPARES_KEPT), MAX_SPARES) as u16
+        (self.behind_at as usize / BLOCK_CAP * 2 + 2).min(MAX_SPARES) as u16
     }
 
     /// Keeps a block the consumer has finished (every slot read and reset) on the spare chain,
@@ -660,7 +694,7 @@ impl<T> Mailbox<T> {
             };
             if depth >= keep {
                 // SAFETY: not published.
-                drop(unsafe { Box::from_raw(block) });
+                shelve(unsafe { Box::from_raw(block) });
                 return;
             }
             // SAFETY: not yet published.
@@ -685,7 +719,7 @@ impl<T> Mailbox<T> {
 /// The consumer side of a mailbox for the length of one turn. It keeps the head index and head
 /// block in locals and publishes them when dropped, so the consumer writes shared memory once
 /// per turn rather than once per message.
-pub(crate) struct Consumer<'a, T> {
+pub(crate) struct Consumer<'a, T: Send + 'static> {
     mailbox: &'a Mailbox<T>,
     head: usize,
     block: *mut Block<T>,
@@ -694,7 +728,7 @@ pub(crate) struct Consumer<'a, T> {
     released: bool,
 }
 
-impl<T> Consumer<'_, T> {
+impl<T: Send + 'static> Consumer<'_, T> {
     /// The next message if it is ready. `None` means empty, or that the next producer in line
     /// has claimed its slot but not yet written it.
     #[inline]
@@ -877,13 +911,13 @@ impl<T> Consumer<'_, T> {
 
 /// Releases the slot a message was just taken from (see `take_in_place`), advancing the head and
 /// recycling the block when it was its last slot; runs on unwinding too.
-struct Release<'c, 'a, T> {
+struct Release<'c, 'a, T: Send + 'static> {
     consumer: &'c mut Consumer<'a, T>,
     slot: *const Slot<T>,
     offset: usize,
 }
 
-impl<T> Drop for Release<'_, '_, T> {
+impl<T: Send + 'static> Drop for Release<'_, '_, T> {
     #[inline]
     fn drop(&mut self) {
         let c = &mut *self.consumer;
@@ -908,7 +942,7 @@ impl<T> Drop for Release<'_, '_, T> {
     }
 }
 
-impl<T> Drop for Consumer<'_, T> {
+impl<T: Send + 'static> Drop for Consumer<'_, T> {
     fn drop(&mut self) {
         if !self.released {
             self.publish();
@@ -916,7 +950,7 @@ impl<T> Drop for Consumer<'_, T> {
     }
 }
 
-impl<T> Drop for Mailbox<T> {
+impl<T: Send + 'static> Drop for Mailbox<T> {
     fn drop(&mut self) {
         // `&mut self`: no producer or consumer is left. Drop what was never read.
         // SAFETY: exclusive access makes this the only consumer.
@@ -953,6 +987,45 @@ mod tests {
         assert!(rx.try_idle());
         drop(rx);
         assert_eq!(mb.push(3), Ok(true), "idle again: the next push schedules");
+    }
+
+    /// How many blocks the spare chain holds.
+    fn spares<T: Send + 'static>(mb: &Mailbox<T>) -> u16 {
+        let first = mb.spare.load(Ordering::Acquire);
+        if first.is_null() {
+            return 0;
+        }
+        // SAFETY: the test's consumer is done; the chain's first block is live.
+        unsafe { (*first).free_depth }
+    }
+
+    /// Pushes `n` messages, then drains them.
+    fn swing(mb: &Mailbox<usize>, n: usize) {
+        for i in 0..n {
+            mb.push(i).unwrap();
+        }
+        // SAFETY: this test thread is the only consumer.
+        let mut rx = unsafe { mb.consumer() };
+        for i in 0..n {
+            assert_eq!(rx.pop(), Some(i));
+        }
+        assert_eq!(rx.pop(), None);
+    }
+
+    /// Blocks finished beyond the one the chain keeps go on this thread's shelf, and the next
+    /// block any mailbox of the same message type needs comes from there.
+    #[test]
+    fn finished_blocks_beyond_the_chain_are_shelved_and_taken_back() {
+        let shelved = crate::shelf::local_len::<Box<Block<usize>>>;
+        let mb = Mailbox::new(false);
+        swing(&mb, BLOCK_CAP * 6 + 5);
+        assert_eq!(spares(&mb), 1, "six finished blocks, one kept");
+        assert_eq!(shelved(), 5, "the other five shelved");
+        let other = Mailbox::new(false);
+        swing(&other, BLOCK_CAP * 2);
+        // Its first block and the next came off the shelf; the first, finished, is its spare.
+        assert_eq!(spares(&other), 1);
+        assert_eq!(shelved(), 3);
     }
 
     #[test]

@@ -28,9 +28,9 @@
 //!   count), the value, the waiter and the timeout's timer; no lock. The sender and the `Ask`
 //!   hold move-only rights to it (`Filler`, `Taker`); its note has the state table and who
 //!   may touch which cell when. A loom model checks each race below.
-//! - `cache.rs`: a slot is recycled when its last reference goes, into a per-thread shelf for
-//!   its reply type, with a process-wide spare shelf so that slots freed on the replier's
-//!   thread flow back to the asker's. An ask allocates nothing once the shelves are warm
+//! - a slot is recycled when its last reference goes, onto a per-thread shelf for its reply
+//!   type, with a process-wide spare shelf so that slots freed on the replier's thread flow
+//!   back to the asker's (`shelf.rs`). An ask allocates nothing once the shelves are warm
 //!   (`tests/alone/ask_allocations.rs`).
 //! - `forward.rs`: `pipe_to`'s callback, stored inline (boxed only if it is large).
 //! - `spin.rs`: how long a polled `Ask` looks for its reply before it returns `Pending` (up
@@ -58,7 +58,6 @@ use crate::id::ActorId;
 use crate::role;
 use crate::timer::TimerHandle;
 
-mod cache;
 mod forward;
 mod slot;
 mod spin;
@@ -69,7 +68,10 @@ use slot::{Filler, Taker};
 /// Creates a connected sender and asker for a request to actor `target`, on a recycled slot
 /// when one is free.
 pub(crate) fn channel<R: Send + 'static>(target: ActorId) -> (ReplySender<R>, Ask<R>) {
-    let (filler, taker) = slot::pair(cache::take::<R>(), cache::give::<R>);
+    let (filler, taker) = slot::pair(
+        crate::shelf::take::<slot::FreeSlot<R>>(),
+        crate::shelf::give::<slot::FreeSlot<R>>,
+    );
     (
         ReplySender {
             filler: Some(filler),
@@ -829,7 +831,7 @@ mod tests {
         let (senders, asks): (Vec<_>, Vec<_>) = (0..200).map(|_| pair::<Theirs>()).unzip();
         drop(asks);
         std::thread::spawn(move || drop(senders)).join().unwrap();
-        assert!(cache::spare_len::<Theirs>() > 0);
+        assert!(crate::shelf::spare_len::<slot::FreeSlot<Theirs>>() > 0);
     }
 
     /// A timer of an answered ask that fires late never fills a later ask.

@@ -8,7 +8,7 @@
 //!   `Ask` dropped, or `wait_timeout` gave up).
 //!
 //! The last reference to go resets the slot and hands it to the recycler it was made with
-//! (`cache.rs`), so an ask allocates nothing once the caches are warm. A timer's reference is
+//! (`shelf.rs`), so an ask allocates nothing once the shelves are warm. A timer's reference is
 //! counted like the others: a slot is recycled only after its timer fired or was cancelled,
 //! so a late timer can never fill a later ask (see [`Taker::timer_filler`]).
 //!
@@ -125,6 +125,11 @@ pub(crate) struct FreeSlot<R>(Box<Slot<R>>);
 // SAFETY: a free slot has no other reference, an empty value and waiter cell and no timer: moving
 // it to another thread moves nothing shared.
 unsafe impl<R: Send> Send for FreeSlot<R> {}
+
+impl<R: Send + 'static> crate::shelf::Shelved for FreeSlot<R> {
+    const LOCAL: usize = 32;
+    const SPARE: usize = 1024;
+}
 
 /// A filler and the taker of a fresh slot, taken from `cache` or allocated with `recycle` as
 /// its way back.

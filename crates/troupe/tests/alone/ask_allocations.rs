@@ -14,7 +14,8 @@ const WARM_UP: u64 = 10_000;
 const MEASURED: u64 = 100_000;
 /// Workers of the system under test.
 const WORKERS: usize = 2;
-/// Free slots a thread's cache keeps per reply type (`reply/cache.rs`).
+/// Free slots a thread's shelf keeps per reply type (`Shelved::LOCAL` of `reply/slot.rs`'s
+/// `FreeSlot`, in `shelf.rs`).
 const SHELF: usize = 32;
 /// What a thread's first shelf costs: its list of shelves, the shelf's box, its buffer.
 const SHELF_SETUP: usize = 3;
