@@ -22,7 +22,8 @@ use crate::loom::thread_local;
 pub(crate) trait Shelved: Send + Sized + 'static {
     /// Free values a thread keeps.
     const LOCAL: usize;
-    /// Free values kept process-wide.
+    /// Free values kept process-wide (none under loom).
+    #[cfg_attr(troupe_loom, allow(dead_code))]
     const SPARE: usize;
 }
 
@@ -67,7 +68,7 @@ pub(crate) fn take<V: Shelved>() -> Option<V> {
 }
 
 /// Free values of type `V` on this thread's shelf.
-#[cfg(test)]
+#[cfg(all(test, not(troupe_loom)))]
 pub(crate) fn local_len<V: Shelved>() -> usize {
     LOCAL.with(|local| shelf_of::<V>(&mut local.borrow_mut()).map_or(0, |shelf| shelf.len()))
 }
