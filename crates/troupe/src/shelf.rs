@@ -3,7 +3,8 @@
 //! blocks (a thread that feeds actors takes back the blocks their workers finished).
 //!
 //! Values are kept per type: each thread has a few shelves, one per type it has used (at most
-//! [`LOCAL_TYPES`], found by `TypeId`), each holding up to [`Shelved::LOCAL`] free values. A
+//! [`LOCAL_TYPES`] of each [`Shelved::LIST`], found by `TypeId`, so that one use's types do
+//! not crowd out another's), each holding up to [`Shelved::LOCAL`] free values. A
 //! value is often freed on another thread than the one that takes the next (a reply slot by
 //! the replying actor's worker, a block by the worker that ran its actor), so a full shelf
 //! moves half of its values to a process-wide spare shelf of that type, and an empty one takes
@@ -25,15 +26,26 @@ pub(crate) trait Shelved: Send + Sized + 'static {
     /// Free values kept process-wide (none under loom).
     #[cfg_attr(troupe_loom, allow(dead_code))]
     const SPARE: usize;
+    /// The list of shelves this type's is in: [`REPLY_SLOTS`] or [`MAILBOX_BLOCKS`]. A list
+    /// holds [`LOCAL_TYPES`] types per thread, so a worker that runs many types of actor still
+    /// has shelves for the reply types it asks with.
+    const LIST: usize;
 }
 
-/// Types a thread keeps shelves for.
+/// The list of reply slots' shelves.
+pub(crate) const REPLY_SLOTS: usize = 0;
+/// The list of mailbox blocks' shelves.
+pub(crate) const MAILBOX_BLOCKS: usize = 1;
+const LISTS: usize = 2;
+
+/// Types a thread keeps shelves for, in each list.
 const LOCAL_TYPES: usize = 8;
 
 type Shelf<V> = Vec<V>;
+type Shelves = RefCell<Vec<(TypeId, Box<dyn Any>)>>;
 
 thread_local! {
-    static LOCAL: RefCell<Vec<(TypeId, Box<dyn Any>)>> = RefCell::new(Vec::new());
+    static LOCAL: [Shelves; LISTS] = [RefCell::new(Vec::new()), RefCell::new(Vec::new())];
 }
 
 /// The shelf of `V` among `shelves`, made if there is room for another type.
@@ -56,7 +68,7 @@ pub(crate) fn take<V: Shelved>() -> Option<V> {
         .try_with(|local| {
             // Busy only if a value is given back while this thread is inside the shelves (it
             // is not: nothing here runs user code); then the caller allocates.
-            let mut shelves = local.try_borrow_mut().ok()?;
+            let mut shelves = local[V::LIST].try_borrow_mut().ok()?;
             let shelf = shelf_of::<V>(&mut shelves)?;
             if shelf.is_empty() {
                 spare::take_batch(shelf);
@@ -70,14 +82,16 @@ pub(crate) fn take<V: Shelved>() -> Option<V> {
 /// Free values of type `V` on this thread's shelf.
 #[cfg(all(test, not(troupe_loom)))]
 pub(crate) fn local_len<V: Shelved>() -> usize {
-    LOCAL.with(|local| shelf_of::<V>(&mut local.borrow_mut()).map_or(0, |shelf| shelf.len()))
+    LOCAL.with(|local| {
+        shelf_of::<V>(&mut local[V::LIST].borrow_mut()).map_or(0, |shelf| shelf.len())
+    })
 }
 
 /// Keeps a free value for the next taker of its type (or drops it, if every shelf is full).
 pub(crate) fn give<V: Shelved>(value: V) {
     // A thread whose locals are gone (exiting) drops the value.
     let _ = LOCAL.try_with(move |local| {
-        let Ok(mut shelves) = local.try_borrow_mut() else {
+        let Ok(mut shelves) = local[V::LIST].try_borrow_mut() else {
             return;
         };
         let Some(shelf) = shelf_of::<V>(&mut shelves) else {
@@ -95,17 +109,20 @@ mod spare {
     use std::any::{Any, TypeId};
     use std::sync::{Mutex, MutexGuard};
 
-    use super::{Shelf, Shelved};
+    use super::{Shelf, Shelved, LISTS};
 
-    /// Types with a process-wide shelf.
+    /// Types with a process-wide shelf, in each list.
     const SPARE_TYPES: usize = 64;
 
-    static SPARE: Mutex<Vec<(TypeId, Box<dyn Any + Send>)>> = Mutex::new(Vec::new());
+    type Spares = Mutex<Vec<(TypeId, Box<dyn Any + Send>)>>;
 
-    fn lock() -> MutexGuard<'static, Vec<(TypeId, Box<dyn Any + Send>)>> {
+    static SPARE: [Spares; LISTS] = [Mutex::new(Vec::new()), Mutex::new(Vec::new())];
+
+    /// The process-wide shelves of `V`'s list.
+    fn lock<V: Shelved>() -> MutexGuard<'static, Vec<(TypeId, Box<dyn Any + Send>)>> {
         // Every critical section moves values between vectors with room reserved: a panic cannot
         // leave a shelf half-updated, so a poisoned lock is still consistent.
-        SPARE
+        SPARE[V::LIST]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -128,7 +145,7 @@ mod spare {
 
     /// Moves up to half a shelf of spare values onto `shelf` (which has room for them).
     pub(super) fn take_batch<V: Shelved>(shelf: &mut Shelf<V>) {
-        let mut shelves = lock();
+        let mut shelves = lock::<V>();
         if let Some(spare) = shelf_of::<V>(&mut shelves, false) {
             let from = spare.len().saturating_sub(V::LOCAL / 2);
             shelf.extend(spare.drain(from..));
@@ -139,7 +156,7 @@ mod spare {
     pub(super) fn give_batch<V: Shelved>(shelf: &mut Shelf<V>) {
         let batch = V::LOCAL / 2;
         let from = shelf.len() - batch;
-        let mut shelves = lock();
+        let mut shelves = lock::<V>();
         match shelf_of::<V>(&mut shelves, true) {
             Some(spare) => {
                 let room = (spare.capacity() - spare.len()).min(batch);
@@ -156,7 +173,7 @@ mod spare {
 
     #[cfg(test)]
     pub(crate) fn spare_len<V: Shelved>() -> usize {
-        shelf_of::<V>(&mut lock(), false).map_or(0, |shelf| shelf.len())
+        shelf_of::<V>(&mut lock::<V>(), false).map_or(0, |shelf| shelf.len())
     }
 }
 
@@ -175,3 +192,53 @@ mod spare {
 
 #[cfg(all(test, not(troupe_loom)))]
 pub(crate) use spare::spare_len;
+
+#[cfg(all(test, not(troupe_loom)))]
+mod tests {
+    use super::*;
+
+    struct Value<const TYPE: usize, const IN_LIST: usize>;
+    impl<const TYPE: usize, const IN_LIST: usize> Shelved for Value<TYPE, IN_LIST> {
+        const LOCAL: usize = 4;
+        const SPARE: usize = 8;
+        const LIST: usize = IN_LIST;
+    }
+
+    /// A thread that shelved as many types of one list as it keeps still shelves the other
+    /// list's; a type beyond the bound is dropped, not shelved.
+    #[test]
+    fn each_list_has_room_of_its_own() {
+        fn fill<const T: usize>() {
+            give(Value::<T, MAILBOX_BLOCKS>);
+            assert_eq!(local_len::<Value<T, MAILBOX_BLOCKS>>(), 1);
+        }
+        fill::<0>();
+        fill::<1>();
+        fill::<2>();
+        fill::<3>();
+        fill::<4>();
+        fill::<5>();
+        fill::<6>();
+        fill::<7>();
+        give(Value::<8, MAILBOX_BLOCKS>);
+        assert_eq!(local_len::<Value<8, MAILBOX_BLOCKS>>(), 0, "a ninth type has no shelf");
+        give(Value::<0, REPLY_SLOTS>);
+        assert_eq!(local_len::<Value<0, REPLY_SLOTS>>(), 1);
+        assert!(take::<Value<0, REPLY_SLOTS>>().is_some());
+        assert!(take::<Value<0, REPLY_SLOTS>>().is_none());
+    }
+
+    /// A full shelf moves half of itself to the spare shelf, where another thread takes it.
+    #[test]
+    fn a_full_shelf_overflows_to_another_thread() {
+        type Mine = Value<100, MAILBOX_BLOCKS>;
+        for _ in 0..5 {
+            give(Mine {});
+        }
+        assert_eq!(local_len::<Mine>(), 3, "four kept, two moved, then the fifth");
+        let taken = std::thread::spawn(|| (0..3).filter(|_| take::<Mine>().is_some()).count())
+            .join()
+            .unwrap();
+        assert_eq!(taken, 2, "the two spares");
+    }
+}
