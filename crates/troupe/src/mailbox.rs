@@ -21,6 +21,9 @@
 //! stream allocates nothing, and neither does a producer that keeps its consumer a catch-up
 //! backlog behind (a fresh block costs a page fault for every four kilobytes it spans; over a
 //! backlog of millions of messages that was the largest cost of the counting actor).
+//! Only the consumer pushes onto the chain and only it frees or shelves blocks; producers only
+//! take the whole chain. A block the consumer reads on the chain is therefore live, and the
+//! chain's first block cannot leave and come back behind the consumer's back (no ABA).
 //!
 //! Blocks beyond that are shelved rather than freed: a backlog that swings by a few blocks
 //! while the sender is another thread than the consumer (a plain thread feeding actors, a
@@ -33,9 +36,6 @@
 //! longer, since every stage's blocks came fresh instead of from the stage before. A shelf
 //! hands the last block finished on a thread to the next one needed there, whichever mailbox
 //! needs it. BENCHMARKS.md, "Fork-join's blocks", has the figures.
-//! Only the consumer pushes onto the chain and only it frees blocks; producers only take the
-//! whole chain. A block the consumer reads on the chain is therefore live, and the chain's
-//! first block cannot leave and come back behind the consumer's back (no ABA).
 //!
 //! # The tail word and who schedules
 //! `tail` holds the index of the next free slot (shifted left by [`SHIFT`]) and five flags:
@@ -69,7 +69,8 @@
 //! # Invariants
 //! - Only one thread consumes at a time (guaranteed by the scheduling rule above), so the
 //!   consumer's head index and head block need no synchronisation of their own.
-//! - A block is recycled only after the consumer has read every slot in it; a producer touches a
+//! - A block is recycled (kept on the chain, or shelved) only after the consumer has read and
+//!   reset every slot in it, so a recycled block holds no message; a producer touches a
 //!   block only after its compare-and-swap claimed a slot in it and only until it marks that
 //!   slot ready, so no producer can still be inside a recycled block.
 //! - A block's `next` is written while the block is in use only by the producer that claimed
