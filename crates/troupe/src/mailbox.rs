@@ -75,7 +75,8 @@
 //!   slot ready, so no producer can still be inside a recycled block.
 //! - A block's `next` is written while the block is in use only by the producer that claimed
 //!   its last slot (it installs the next block, before writing that slot); a recycled block's
-//!   `next` and layout are written by the consumer before the block is published again.
+//!   `next` and layout are written before the block is published again: by the consumer as it
+//!   puts it on the chain, by the producer that takes it off a shelf.
 
 use std::mem::MaybeUninit;
 use std::ptr;
