@@ -648,7 +648,10 @@ impl<T: Send + 'static> Mailbox<T> {
         // Not yet published: only this producer sees it. A shelved block's slots are reset
         // (it was recycled only once its consumer had read every one) and its depth is
         // written again when it is recycled; its `next` is stale.
-        debug_assert!(block.slots.iter().all(|s| s.ready.load(Ordering::Relaxed) == 0));
+        debug_assert!(block
+            .slots
+            .iter()
+            .all(|s| s.ready.load(Ordering::Relaxed) == 0));
         block.next.store(ptr::null_mut(), Ordering::Relaxed);
         block.layout = self.next_layout();
         block

@@ -221,7 +221,11 @@ mod tests {
         fill::<6>();
         fill::<7>();
         give(Value::<8, MAILBOX_BLOCKS>);
-        assert_eq!(local_len::<Value<8, MAILBOX_BLOCKS>>(), 0, "a ninth type has no shelf");
+        assert_eq!(
+            local_len::<Value<8, MAILBOX_BLOCKS>>(),
+            0,
+            "a ninth type has no shelf"
+        );
         give(Value::<0, REPLY_SLOTS>);
         assert_eq!(local_len::<Value<0, REPLY_SLOTS>>(), 1);
         assert!(take::<Value<0, REPLY_SLOTS>>().is_some());
@@ -235,7 +239,11 @@ mod tests {
         for _ in 0..5 {
             give(Mine {});
         }
-        assert_eq!(local_len::<Mine>(), 3, "four kept, two moved, then the fifth");
+        assert_eq!(
+            local_len::<Mine>(),
+            3,
+            "four kept, two moved, then the fifth"
+        );
         let taken = std::thread::spawn(|| (0..3).filter(|_| take::<Mine>().is_some()).count())
             .join()
             .unwrap();

@@ -42,7 +42,10 @@ impl Handler<Hold> for Sink {
     fn handle(&mut self, _: Hold, _: &mut Context<Self>) {
         let start = Instant::now();
         while !self.gate.swap(false, Ordering::Acquire) {
-            assert!(start.elapsed() < Duration::from_secs(60), "gate never opened");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "gate never opened"
+            );
             std::thread::sleep(Duration::from_micros(50));
         }
     }
