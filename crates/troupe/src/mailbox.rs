@@ -224,7 +224,7 @@ impl<T: Send + 'static> crate::shelf::Shelved for Box<Block<T>> {
     const LOCAL: usize = 16;
     /// Blocks kept process-wide per message type, at most about 330 KB.
     const SPARE: usize = 256;
-    const LIST: usize = crate::shelf::MAILBOX_BLOCKS;
+    const LIST: crate::shelf::List = crate::shelf::List::MailboxBlocks;
 }
 
 /// Puts a finished block on this thread's shelf (see the module note); under loom, whose

@@ -3,7 +3,7 @@
 //! blocks (a thread that feeds actors takes back the blocks their workers finished).
 //!
 //! Values are kept per type: each thread has a few shelves, one per type it has used (at most
-//! [`LOCAL_TYPES`] of each [`Shelved::LIST`], found by `TypeId`, so that one use's types do
+//! [`LOCAL_TYPES`] in each [`List`], found by `TypeId`, so that one use's types do
 //! not crowd out another's), each holding up to [`Shelved::LOCAL`] free values. A
 //! value is often freed on another thread than the one that takes the next (a reply slot by
 //! the replying actor's worker, a block by the worker that ran its actor), so a full shelf
@@ -26,16 +26,19 @@ pub(crate) trait Shelved: Send + Sized + 'static {
     /// Free values kept process-wide (none under loom).
     #[cfg_attr(troupe_loom, allow(dead_code))]
     const SPARE: usize;
-    /// The list of shelves this type's is in: [`REPLY_SLOTS`] or [`MAILBOX_BLOCKS`]. A list
-    /// holds [`LOCAL_TYPES`] types per thread, so a worker that runs many types of actor still
-    /// has shelves for the reply types it asks with.
-    const LIST: usize;
+    /// The list of shelves this type's is in.
+    const LIST: List;
 }
 
-/// The list of reply slots' shelves.
-pub(crate) const REPLY_SLOTS: usize = 0;
-/// The list of mailbox blocks' shelves.
-pub(crate) const MAILBOX_BLOCKS: usize = 1;
+/// A list of shelves, one per use. A list holds [`LOCAL_TYPES`] types per thread, so a worker
+/// that runs many types of actor still has shelves for the reply types it asks with.
+#[derive(Clone, Copy)]
+pub(crate) enum List {
+    /// Reply slots, by reply type.
+    ReplySlots = 0,
+    /// Mailbox blocks, by message type.
+    MailboxBlocks = 1,
+}
 const LISTS: usize = 2;
 
 /// Types a thread keeps shelves for, in each list.
@@ -68,7 +71,7 @@ pub(crate) fn take<V: Shelved>() -> Option<V> {
         .try_with(|local| {
             // Busy only if a value is given back while this thread is inside the shelves (it
             // is not: nothing here runs user code); then the caller allocates.
-            let mut shelves = local[V::LIST].try_borrow_mut().ok()?;
+            let mut shelves = local[V::LIST as usize].try_borrow_mut().ok()?;
             let shelf = shelf_of::<V>(&mut shelves)?;
             if shelf.is_empty() {
                 spare::take_batch(shelf);
@@ -83,7 +86,7 @@ pub(crate) fn take<V: Shelved>() -> Option<V> {
 #[cfg(all(test, not(troupe_loom)))]
 pub(crate) fn local_len<V: Shelved>() -> usize {
     LOCAL.with(|local| {
-        shelf_of::<V>(&mut local[V::LIST].borrow_mut()).map_or(0, |shelf| shelf.len())
+        shelf_of::<V>(&mut local[V::LIST as usize].borrow_mut()).map_or(0, |shelf| shelf.len())
     })
 }
 
@@ -91,7 +94,7 @@ pub(crate) fn local_len<V: Shelved>() -> usize {
 pub(crate) fn give<V: Shelved>(value: V) {
     // A thread whose locals are gone (exiting) drops the value.
     let _ = LOCAL.try_with(move |local| {
-        let Ok(mut shelves) = local[V::LIST].try_borrow_mut() else {
+        let Ok(mut shelves) = local[V::LIST as usize].try_borrow_mut() else {
             return;
         };
         let Some(shelf) = shelf_of::<V>(&mut shelves) else {
@@ -122,7 +125,7 @@ mod spare {
     fn lock<V: Shelved>() -> MutexGuard<'static, Vec<(TypeId, Box<dyn Any + Send>)>> {
         // Every critical section moves values between vectors with room reserved: a panic cannot
         // leave a shelf half-updated, so a poisoned lock is still consistent.
-        SPARE[V::LIST]
+        SPARE[V::LIST as usize]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -197,11 +200,19 @@ pub(crate) use spare::spare_len;
 mod tests {
     use super::*;
 
+    /// `IN_LIST` of a test value: the list of reply slots or of mailbox blocks.
+    const REPLY: usize = 0;
+    const BLOCKS: usize = 1;
+
     struct Value<const TYPE: usize, const IN_LIST: usize>;
     impl<const TYPE: usize, const IN_LIST: usize> Shelved for Value<TYPE, IN_LIST> {
         const LOCAL: usize = 4;
         const SPARE: usize = 8;
-        const LIST: usize = IN_LIST;
+        const LIST: List = if IN_LIST == REPLY {
+            List::ReplySlots
+        } else {
+            List::MailboxBlocks
+        };
     }
 
     /// A thread that shelved as many types of one list as it keeps still shelves the other
@@ -209,8 +220,8 @@ mod tests {
     #[test]
     fn each_list_has_room_of_its_own() {
         fn fill<const T: usize>() {
-            give(Value::<T, MAILBOX_BLOCKS>);
-            assert_eq!(local_len::<Value<T, MAILBOX_BLOCKS>>(), 1);
+            give(Value::<T, BLOCKS>);
+            assert_eq!(local_len::<Value<T, BLOCKS>>(), 1);
         }
         fill::<0>();
         fill::<1>();
@@ -220,22 +231,22 @@ mod tests {
         fill::<5>();
         fill::<6>();
         fill::<7>();
-        give(Value::<8, MAILBOX_BLOCKS>);
+        give(Value::<8, BLOCKS>);
         assert_eq!(
-            local_len::<Value<8, MAILBOX_BLOCKS>>(),
+            local_len::<Value<8, BLOCKS>>(),
             0,
             "a ninth type has no shelf"
         );
-        give(Value::<0, REPLY_SLOTS>);
-        assert_eq!(local_len::<Value<0, REPLY_SLOTS>>(), 1);
-        assert!(take::<Value<0, REPLY_SLOTS>>().is_some());
-        assert!(take::<Value<0, REPLY_SLOTS>>().is_none());
+        give(Value::<0, REPLY>);
+        assert_eq!(local_len::<Value<0, REPLY>>(), 1);
+        assert!(take::<Value<0, REPLY>>().is_some());
+        assert!(take::<Value<0, REPLY>>().is_none());
     }
 
     /// A full shelf moves half of itself to the spare shelf, where another thread takes it.
     #[test]
     fn a_full_shelf_overflows_to_another_thread() {
-        type Mine = Value<100, MAILBOX_BLOCKS>;
+        type Mine = Value<100, BLOCKS>;
         for _ in 0..5 {
             give(Mine {});
         }

@@ -129,7 +129,7 @@ unsafe impl<R: Send> Send for FreeSlot<R> {}
 impl<R: Send + 'static> crate::shelf::Shelved for FreeSlot<R> {
     const LOCAL: usize = 32;
     const SPARE: usize = 1024;
-    const LIST: usize = crate::shelf::REPLY_SLOTS;
+    const LIST: crate::shelf::List = crate::shelf::List::ReplySlots;
 }
 
 /// A filler and the taker of a fresh slot, taken from `cache` or allocated with `recycle` as
