@@ -32,10 +32,6 @@ impl<A: Actor> Target for A {
     }
 }
 
-/// Pauses a turn waits for a producer mid-write before it yields: three snoozes of the back-off
-/// (1, 2 and 4 pauses), where a write on its way lands; one waiting for a page fault does not.
-const MID_WRITE_SNOOZES: u32 = 3;
-
 /// How a run of messages ended.
 enum Batch {
     /// No message ready.
@@ -86,8 +82,7 @@ fn run<A: Actor>(mut turn: Turn<'_, '_, A>) -> End {
         if state.ctx.attention && running {
             continue;
         }
-        let open = state.takes_messages_now();
-        let mode = if open {
+        let mode = if state.takes_messages_now() {
             IdleMode::Open
         } else {
             IdleMode::Holding
@@ -95,24 +90,6 @@ fn run<A: Actor>(mut turn: Turn<'_, '_, A>) -> End {
         // A producer that claimed a slot but has not written it yet: wait a moment, then yield
         // rather than spin.
         let mid_write = running && !inbox.is_drained() && !inbox.has_ready();
-        if mid_write && open {
-            // Wait by reading the slot alone, and not for long. Trying to go idle meanwhile (it
-            // cannot: the claimed slot is unread) would ask for the tail's line to write each
-            // time round, taking it from the producer as it goes on to its next send. And a
-            // write that does not come within a few pauses is waiting for something slow, most
-            // often the producer allocating the next block (it installs it before it writes
-            // the block's last slot), page faults and all: the worker runs other actors
-            // meanwhile rather than spin for it (BENCHMARKS.md, "Fork-join's blocks").
-            let mut wait = Backoff::new();
-            let written = (0..MID_WRITE_SNOOZES).any(|_| {
-                wait.snooze();
-                inbox.has_ready()
-            });
-            if !written {
-                return turn.yield_now();
-            }
-            continue;
-        }
         turn = match turn.try_idle(mode) {
             Ok(end) => return end,
             Err(back) => back,
