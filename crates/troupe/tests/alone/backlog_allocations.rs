@@ -10,18 +10,7 @@ use std::time::{Duration, Instant};
 use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, System};
 
 use crate::counting_alloc::allocations;
-
-struct Sink(Arc<AtomicU64>);
-impl Actor for Sink {}
-struct Add(u64);
-impl Message for Add {
-    type Reply = ();
-}
-impl Handler<Add> for Sink {
-    fn handle(&mut self, msg: Add, _: &mut Context<Self>) {
-        self.0.fetch_add(msg.0, Ordering::Relaxed);
-    }
-}
+use crate::sink::{Add, Sink};
 
 struct Producer(Addr<Sink>);
 impl Actor for Producer {}

@@ -13,6 +13,7 @@ mod ask_allocations;
 mod backlog_allocations;
 mod named_spawns;
 mod ring_allocations;
+mod sink;
 mod swinging_backlog;
 mod workers_env;
 

@@ -9,28 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use troupe::{Actor, Context, Handler, Message, System};
+use troupe::{Context, Handler, Message, System};
 
 use crate::counting_alloc::allocations;
+use crate::sink::{Add, Sink};
 
 /// Messages per burst: three blocks of 31 slots, less a few.
 const BURST: u64 = 90;
 
-struct Sink {
-    total: Arc<AtomicU64>,
-    gate: Arc<AtomicBool>,
-}
-impl Actor for Sink {}
-
-struct Add(u64);
-impl Message for Add {
-    type Reply = ();
-}
-impl Handler<Add> for Sink {
-    fn handle(&mut self, msg: Add, _: &mut Context<Self>) {
-        self.total.fetch_add(msg.0, Ordering::Relaxed);
-    }
-}
+/// Opened by the sending thread once a burst is queued.
+static GATE: AtomicBool = AtomicBool::new(false);
 
 /// Holds the actor's turn until the gate opens (and closes it again), so the burst sent
 /// meanwhile waits in the mailbox.
@@ -41,7 +29,7 @@ impl Message for Hold {
 impl Handler<Hold> for Sink {
     fn handle(&mut self, _: Hold, _: &mut Context<Self>) {
         let start = Instant::now();
-        while !self.gate.swap(false, Ordering::Acquire) {
+        while !GATE.swap(false, Ordering::Acquire) {
             assert!(
                 start.elapsed() < Duration::from_secs(60),
                 "gate never opened"
@@ -56,11 +44,7 @@ pub fn a_swinging_backlog_recycles_its_blocks() {
     let system = System::builder().workers(2).build().unwrap();
     crate::until_other_threads_sleep();
     let total = Arc::new(AtomicU64::new(0));
-    let gate = Arc::new(AtomicBool::new(false));
-    let sink = system.spawn(Sink {
-        total: total.clone(),
-        gate: gate.clone(),
-    });
+    let sink = system.spawn(Sink(total.clone()));
     let mut sent = 0;
     let mut burst = || {
         sink.tell(Hold).unwrap();
@@ -68,7 +52,7 @@ pub fn a_swinging_backlog_recycles_its_blocks() {
             sink.tell(Add(1)).unwrap();
         }
         sent += BURST;
-        gate.store(true, Ordering::Release);
+        GATE.store(true, Ordering::Release);
         let start = Instant::now();
         while total.load(Ordering::Relaxed) != sent {
             assert!(start.elapsed() < Duration::from_secs(60), "sink stalled");
