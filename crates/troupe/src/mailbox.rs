@@ -216,9 +216,14 @@ pub(crate) enum Pushed {
 /// The most blocks a spare chain keeps.
 const MAX_SPARES: usize = 1024;
 
-/// A finished block, shelved (see the module note): every slot read and reset, so it holds no
-/// message; its `next` is stale until the block is installed again.
-impl<T: Send + 'static> crate::shelf::Shelved for Box<Block<T>> {
+/// A block its consumer has finished: every slot read and reset, so it holds no message; its
+/// `next` is stale until it is installed again. Made only by `Release`, as the consumer leaves
+/// a block whose last slot it has just read; `recycle` takes nothing else, so neither a spare
+/// chain nor a shelf holds anything else, and a block taken off either can be installed as it
+/// is (see the module note).
+struct Finished<T>(Box<Block<T>>);
+
+impl<T: Send + 'static> crate::shelf::Shelved for Finished<T> {
     /// Blocks a thread keeps per message type (each about 1.3 KB for an inline message): a
     /// worker's share of a fork-join's swings, at most 20 KB.
     const LOCAL: usize = 16;
@@ -231,7 +236,7 @@ impl<T: Send + 'static> crate::shelf::Shelved for Box<Block<T>> {
 /// models check the mailbox alone, frees it. Never inlined: it stays out of the consumer's
 /// loop, as the allocator's `free` it replaces did.
 #[inline(never)]
-fn shelve<T: Send + 'static>(block: Box<Block<T>>) {
+fn shelve<T: Send + 'static>(block: Finished<T>) {
     #[cfg(not(troupe_loom))]
     crate::shelf::give(block);
     #[cfg(troupe_loom)]
@@ -240,7 +245,7 @@ fn shelve<T: Send + 'static>(block: Box<Block<T>>) {
 
 /// A finished block from a shelf, if one is there (never under loom).
 #[inline(never)]
-fn unshelve<T: Send + 'static>() -> Option<Box<Block<T>>> {
+fn unshelve<T: Send + 'static>() -> Option<Finished<T>> {
     #[cfg(not(troupe_loom))]
     return crate::shelf::take();
     #[cfg(troupe_loom)]
@@ -644,7 +649,7 @@ impl<T: Send + 'static> Mailbox<T> {
     /// A new block, laid out for contention if producers raced since the last block was laid
     /// out.
     fn new_block(&self) -> Box<Block<T>> {
-        let mut block = unshelve().unwrap_or_else(Block::boxed);
+        let mut block = unshelve().map_or_else(Block::boxed, |Finished(block)| block);
         // Not yet published: only this producer sees it. A shelved block's slots are reset
         // (it was recycled only once its consumer had read every one) and its depth is
         // written again when it is recycled; its `next` is stale.
@@ -685,7 +690,7 @@ impl<T: Send + 'static> Mailbox<T> {
     /// chain's first) is live, since only the consumer frees blocks; producers only take the
     /// whole chain (`take_block`). No ABA: the first block can leave the chain and come back
     /// only through this consumer.
-    fn recycle(&self, block: Box<Block<T>>) {
+    fn recycle(&self, Finished(block): Finished<T>) {
         let keep = self.spares_kept();
         let block = Box::into_raw(block);
         // SAFETY: `block` is this consumer's alone until the compare-and-swap publishes it.
@@ -700,7 +705,7 @@ impl<T: Send + 'static> Mailbox<T> {
             };
             if depth >= keep {
                 // SAFETY: not published.
-                shelve(unsafe { Box::from_raw(block) });
+                shelve(Finished(unsafe { Box::from_raw(block) }));
                 return;
             }
             // SAFETY: not yet published.
@@ -942,7 +947,7 @@ impl<T: Send + 'static> Drop for Release<'_, '_, T> {
                 // Consumer-owned from the first block on; the next turn reads it.
                 c.mailbox.head_block.store(next, Ordering::Relaxed);
                 c.head += ONE; // skip the marker index
-                c.mailbox.recycle(done);
+                c.mailbox.recycle(Finished(done));
             }
         }
     }
@@ -1022,7 +1027,7 @@ mod tests {
     /// block any mailbox of the same message type needs comes from there.
     #[test]
     fn finished_blocks_beyond_the_chain_are_shelved_and_taken_back() {
-        let shelved = crate::shelf::local_len::<Box<Block<usize>>>;
+        let shelved = crate::shelf::local_len::<Finished<usize>>;
         let mb = Mailbox::new(false);
         swing(&mb, BLOCK_CAP * 6 + 5);
         assert_eq!(spares(&mb), 1, "six finished blocks, one kept");
