@@ -7,11 +7,13 @@ use serde_json::{Map, Value};
 use crate::probe::CORE_TO_CORE;
 
 /// Counts shown when above zero: (key, one of them).
-const COUNTS: [(&str, &str); 4] = [
+const COUNTS: [(&str, &str); 6] = [
     ("parks", "park"),
     ("steals", "steal"),
     ("lent_turns", "lent turn"),
     ("helped_turns", "helped turn"),
+    ("page_faults", "page fault"),
+    ("preemptions", "preemption"),
 ];
 
 /// Rates per order shown when above zero (the trading benchmark's): (key, what, decimals).
@@ -80,10 +82,11 @@ mod tests {
     fn known_counters_in_words() {
         let pool = map(json!({"turns": 1000, "width": 2, "width_changes": 1,
             "messages_per_turn": 2.94, "parks": 13, "steals": 1, "lent_turns": 0,
-            "core_to_core_ns": 185.2}));
+            "page_faults": 3484, "preemptions": 1, "core_to_core_ns": 185.2}));
         assert_eq!(
             describe_counters(&pool),
-            "width 2 after 1 change, 2.9 messages per turn, 13 parks, 1 steal, 185 ns apart"
+            "width 2 after 1 change, 2.9 messages per turn, 13 parks, 1 steal, 3484 page faults, \
+             1 preemption, 185 ns apart"
         );
         assert!(counts_work(&pool));
         let trading = map(
