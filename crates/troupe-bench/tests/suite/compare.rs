@@ -96,6 +96,7 @@ fn quick_compare_every_available_contender_validates() {
     assert!(output.status.success(), "compare failed:\n{stderr}");
 
     let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut explained = 0;
     for line in String::from_utf8(output.stdout).unwrap().lines() {
         let r: Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("bad JSON {line}: {e}"));
@@ -112,6 +113,14 @@ fn quick_compare_every_available_contender_validates() {
                 c["core_to_core_ns"].as_f64().is_some_and(|ns| ns > 0.0),
                 "{r}"
             );
+            // Where troupe's repetitions say what its pool did, they also say what the kernel
+            // did to the process in them.
+            if r["contender"] == "troupe" && c.get("turns").is_some() {
+                for key in ["page_faults", "preemptions"] {
+                    assert!(c[key].as_u64().is_some(), "no {key}: {r}");
+                }
+                explained += 1;
+            }
         }
         seen.entry(r["contender"].as_str().unwrap().to_owned())
             .or_default()
@@ -120,6 +129,10 @@ fn quick_compare_every_available_contender_validates() {
     for local in ["troupe", "troupe-thread", "os-threads"] {
         assert!(seen.contains_key(local), "no results from {local}");
     }
+    assert!(
+        explained > 0,
+        "no troupe repetition carried its pool's counters"
+    );
     // Sends from outside the pool: troupe always, and every peer that declares it.
     assert!(seen["troupe"].contains("fanout"), "no fanout from troupe");
     for (contender, scenarios) in &expected {
