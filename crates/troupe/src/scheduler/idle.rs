@@ -40,6 +40,73 @@ impl Sleepers {
     }
 }
 
+/// The heavy side of a lopsided handshake between notifiers and sleepers (the scheme of
+/// `membarrier(2)`'s own example): a notifier that finds no sleeper by a plain load after its
+/// push, and a sleeper that makes every running thread of the process execute a full memory
+/// barrier between registering and its last look. Wherever that barrier lands in a
+/// notifier's program, either the notifier's load comes after it, and so after the
+/// registration, which it sees; or the notifier's push comes before it, and so before the
+/// sleeper's last look, which sees the push. Notifiers push on every message that wakes an
+/// idle actor, sleepers register once per park, so the cost moves to the rare side. Where the
+/// barrier is not available (not Linux, a kernel without it, a sandbox that refuses it), or
+/// `TROUPE_ASYMMETRIC_WAKE=0`, notifiers read with a read-modify-write as before. Loom cannot
+/// model a process-wide barrier: under loom the symmetric handshake alone runs (its models
+/// are in this file).
+#[cfg(all(target_os = "linux", not(troupe_loom)))]
+mod heavy {
+    use std::sync::OnceLock;
+
+    const QUERY: libc::c_int = 0;
+    const PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    const REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+
+    fn membarrier(cmd: libc::c_int) -> libc::c_long {
+        // SAFETY: `membarrier` takes a command and two integer arguments, touches no memory of
+        // the caller's, and returns an error code for a command the kernel does not know.
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_uint,
+                0 as libc::c_int,
+            )
+        }
+    }
+
+    /// True if this process may use the barrier: registered once, at the first pool.
+    pub(super) fn available() -> bool {
+        static REGISTERED: OnceLock<bool> = OnceLock::new();
+        *REGISTERED.get_or_init(|| {
+            if std::env::var_os("TROUPE_ASYMMETRIC_WAKE").is_some_and(|v| v == "0") {
+                return false;
+            }
+            let both = PRIVATE_EXPEDITED | REGISTER_PRIVATE_EXPEDITED;
+            let supported = membarrier(QUERY);
+            supported >= 0
+                && supported & both as libc::c_long == both as libc::c_long
+                && membarrier(REGISTER_PRIVATE_EXPEDITED) == 0
+        })
+    }
+
+    /// Makes every running thread of this process execute a full memory barrier. False if the
+    /// kernel refused (it does not once the process registered; the caller then must not park
+    /// for good).
+    pub(super) fn barrier() -> bool {
+        membarrier(PRIVATE_EXPEDITED) == 0
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(troupe_loom))))]
+mod heavy {
+    pub(super) fn available() -> bool {
+        false
+    }
+
+    pub(super) fn barrier() -> bool {
+        true
+    }
+}
+
 /// Wakes one parked worker. Boxed so the model checker can put its own threads' wake-ups
 /// here; it is only called on the cold path (a sleeper to wake).
 type Wake = Box<dyn Fn() + Send + Sync>;
@@ -58,6 +125,9 @@ pub(crate) struct Idle {
     /// Indices of sleeping workers, and how long all of them slept.
     sleepers: Mutex<Sleepers>,
     wakes: Box<[Wake]>,
+    /// The handshake is lopsided (see `heavy`): notifiers read `num_sleeping` with a plain
+    /// load, sleepers pay a process-wide barrier.
+    lopsided: bool,
 }
 
 impl Idle {
@@ -88,6 +158,7 @@ impl Idle {
                 watcher: None,
             }),
             wakes: wakes.into_boxed_slice(),
+            lopsided: heavy::available(),
         }
     }
 
@@ -129,6 +200,14 @@ impl Idle {
     /// Called after work was made visible to other workers.
     #[inline]
     pub(crate) fn notify_one(&self) {
+        if self.lopsided {
+            // Only the compiler must keep the push before this load; the sleeper's barrier
+            // does the rest (see `heavy`).
+            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+            if self.num_sleeping.load(Ordering::Relaxed) == 0 {
+                return;
+            }
+        }
         // A read-modify-write (adding nothing) rather than a plain load: it reads the latest
         // `num_sleeping`, and it is ordered with the sleeper's own read-modify-write of the same
         // counter in `register_sleeper`. Either ours comes first, and the sleeper's Acquire
@@ -173,8 +252,11 @@ impl Idle {
     }
 
     /// Registers worker `index` as sleeping. The caller must then look for work once more
-    /// (and call `wake_up` whatever it finds) before parking.
-    pub(crate) fn register_sleeper(&self, index: usize) {
+    /// (and call `wake_up` whatever it finds) before parking. Returns false if the worker
+    /// must not park for good (it parks with a time-out): the lopsided handshake's barrier
+    /// was refused.
+    #[must_use]
+    pub(crate) fn register_sleeper(&self, index: usize) -> bool {
         let mut sleepers = self.lock();
         sleepers.list.push(index);
         if sleepers.list.len() + self.set_aside.load(Ordering::SeqCst) >= self.wakes.len() {
@@ -183,6 +265,8 @@ impl Idle {
         // Pairs with the read-modify-write in `notify_one` (see there).
         self.num_sleeping.fetch_add(1, Ordering::AcqRel);
         drop(sleepers);
+        // And with a notifier's plain load (see `heavy`).
+        !self.lopsided || heavy::barrier()
     }
 
     /// Worker `index` is awake again (it found work before parking, or its park returned).
@@ -281,7 +365,8 @@ mod loom_tests {
                 continue;
             }
             idle.give_up_searching();
-            idle.register_sleeper(0);
+            let for_good = idle.register_sleeper(0);
+            assert!(for_good, "loom runs the symmetric handshake alone");
             if !work.visible() {
                 thread::park();
             }

@@ -36,6 +36,10 @@ use crate::role::{self, Role};
 
 /// Ticks between looks at the injector ahead of local work (as async-executor and tokio do).
 const GLOBAL_INTERVAL: u32 = 61;
+/// How long a worker parks when the wake-up handshake's barrier was refused (never seen:
+/// the kernel refuses it only to a process that did not register): it looks again then.
+const REFUSED_BARRIER_NAP: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// LIFO turns in a row after which waiting work elsewhere takes precedence.
 const LIFO_STREAK: u32 = 64;
 /// Rounds of stealing before a worker with nothing to do parks.
@@ -372,12 +376,17 @@ impl<'a> WorkerLoop<'a> {
 
         self.searching = false;
         self.shared.idle.give_up_searching();
-        self.shared.idle.register_sleeper(self.index);
+        let for_good = self.shared.idle.register_sleeper(self.index);
         // Look once more after registering: pairs with the notifier's fence (see idle.rs).
         if !self.any_work_visible() && !self.shared.shutdown.load(Ordering::SeqCst) {
             self.parks += 1;
             self.publish_counters();
-            self.parker.park();
+            if for_good {
+                self.parker.park();
+            } else {
+                // The handshake's barrier was refused: a notifier may have missed us.
+                self.parker.park_timeout(REFUSED_BARRIER_NAP);
+            }
         }
         self.shared.idle.wake_up(self.index);
         self.searching = true;
