@@ -197,7 +197,8 @@ impl Idle {
         (self.wakes[index])();
     }
 
-    /// Called after work was made visible to other workers.
+    /// Called after work was pushed where other workers see it: wakes a sleeper unless a
+    /// searcher will find the work.
     #[inline]
     pub(crate) fn notify_one(&self) {
         if self.lopsided {
@@ -208,6 +209,15 @@ impl Idle {
                 return;
             }
         }
+        self.notify_ordered();
+    }
+
+    /// As `notify_one`, always through the read-modify-write: for a worker that left the
+    /// searchers (a searcher that found work, one stepping aside) and wakes a sleeper for work
+    /// a notifier left to it as a searcher. That notifier read `num_searching` after its own
+    /// read-modify-write of `num_sleeping`, and the two read-modify-writes are what orders
+    /// the one with the other (see `README.md`): the lopsided argument covers pushes only.
+    pub(crate) fn notify_ordered(&self) {
         // A read-modify-write (adding nothing) rather than a plain load: it reads the latest
         // `num_sleeping`, and it is ordered with the sleeper's own read-modify-write of the same
         // counter in `register_sleeper`. Either ours comes first, and the sleeper's Acquire
@@ -433,7 +443,7 @@ mod loom_tests {
                 let idle = idle.clone();
                 thread::spawn(move || {
                     idle.step_aside(true);
-                    idle.notify_one();
+                    idle.notify_ordered();
                 })
             };
             work.0.fetch_add(1, Ordering::Release);

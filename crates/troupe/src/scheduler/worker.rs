@@ -155,7 +155,7 @@ impl<'a> WorkerLoop<'a> {
                     if self.searching {
                         self.searching = false;
                         if self.shared.idle.stop_searching() && self.more_work_visible() {
-                            self.shared.idle.notify_one();
+                            self.shared.idle.notify_ordered();
                         }
                     }
                     self.run_turn(task);
@@ -297,9 +297,9 @@ impl<'a> WorkerLoop<'a> {
         self.searching = false;
         // A working worker may be parked: it takes what was handed back from the injector.
         // Even with nothing handed back: a notifier may have left work to this worker as a
-        // searcher, which it no longer is; `notify_one` after the count fell wakes a sleeper
-        // for it (the read-modify-write pairing of `idle.rs`).
-        self.shared.idle.notify_one();
+        // searcher, which it no longer is; `notify_ordered` after the count fell wakes a
+        // sleeper for it (the read-modify-write pairing of `idle.rs`).
+        self.shared.idle.notify_ordered();
         self.publish_counters();
         let back = loop {
             if self.shared.shutdown.load(Ordering::SeqCst) {
