@@ -11,6 +11,7 @@ use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Map, Value};
 use troupe::{PoolMetrics, System};
+use troupe_results::usage::ProcessUsage;
 pub use troupe_results::{human, params_text, summarize, Machine, Record};
 
 /// The runtime's counters over one repetition, as written into a record (`Record::counters`).
@@ -64,7 +65,7 @@ impl Runner {
     /// until no worker runs a turn, so the counters hold every turn of the repetition. Right
     /// before each repetition it measures how far apart two cores are
     /// (`troupe_results::probe`), kept as [`CORE_TO_CORE`]; around it, what the process met
-    /// that its figure does not show ([`ProcessCounts`]).
+    /// that its figure does not show (`troupe_results::usage`).
     pub fn measure_counted<const METRICS: usize>(
         &self,
         label: &str,
@@ -75,9 +76,9 @@ impl Runner {
         let mut before = settled_pool(system);
         let samples = self.measure(label, || {
             let apart = troupe_results::probe::core_to_core_ns();
-            let process = ProcessCounts::now();
+            let process = ProcessUsage::now();
             let (values, messages) = once()?;
-            let process = ProcessCounts::now().since(&process);
+            let process = ProcessUsage::now().since(&process);
             let after = settled_pool(system);
             let mut counters = counters_between(&before, &after, messages);
             counters.insert("page_faults".into(), json!(process.page_faults));
@@ -179,42 +180,6 @@ fn settled_pool(system: &System) -> PoolMetrics {
             return pool;
         }
         std::thread::yield_now();
-    }
-}
-
-/// What the kernel counted for this process (every thread) up to now: a repetition that ran
-/// slow may have had to take fresh memory (a backlog that outgrew what was allocated before,
-/// each new page a fault), or lost its core to another process for a while.
-#[derive(Debug, Clone, Copy)]
-struct ProcessCounts {
-    /// Page faults, minor and major (`ru_minflt + ru_majflt`).
-    page_faults: u64,
-    /// Times a thread of this process was descheduled while it could still run
-    /// (`ru_nivcsw`, involuntary context switches).
-    preemptions: u64,
-}
-
-impl ProcessCounts {
-    fn now() -> Self {
-        // SAFETY: getrusage writes one `rusage` into the zeroed value it is given and reads
-        // nothing else.
-        let usage = unsafe {
-            let mut usage: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-            usage
-        };
-        let count = |n: libc::c_long| u64::try_from(n).unwrap_or(0);
-        ProcessCounts {
-            page_faults: count(usage.ru_minflt) + count(usage.ru_majflt),
-            preemptions: count(usage.ru_nivcsw),
-        }
-    }
-
-    fn since(&self, before: &ProcessCounts) -> ProcessCounts {
-        ProcessCounts {
-            page_faults: self.page_faults.saturating_sub(before.page_faults),
-            preemptions: self.preemptions.saturating_sub(before.preemptions),
-        }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod probe;
 mod read;
 mod schema;
 mod stats;
+pub mod usage;
 
 #[cfg(feature = "report")]
 pub mod report;

@@ -25,6 +25,7 @@ use indicatif::{HumanDuration, ProgressBar, ProgressState, ProgressStyle};
 use serde_json::{json, Map, Value};
 use troupe::System;
 use troupe_results::probe;
+use troupe_results::usage::ProcessUsage;
 use troupe_trading::load::{self, Entry, LoadReport};
 use troupe_trading::{Exchange, ExchangeConfig, LogMode, Market, SeedScenario, Style};
 
@@ -162,15 +163,7 @@ pub fn closed_once(
 /// microseconds: unlike throughput, it does not depend on how much of the machine the other
 /// work on it leaves.
 pub fn cpu_us() -> f64 {
-    // SAFETY: getrusage writes one `rusage` into the zeroed value it is given and reads
-    // nothing else.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
-    us(usage.ru_utime) + us(usage.ru_stime)
+    ProcessUsage::now().cpu_us
 }
 
 /// The counters of a repetition that ran no actors (a baseline's): how far apart two cores
