@@ -42,6 +42,14 @@ pub(crate) fn park_timeout(timeout: std::time::Duration) {
     thread::park_timeout(timeout);
 }
 
+/// Keeps the compiler from moving memory accesses across this point; the processor may still
+/// (the fast side of the lopsided wake-up handshake, `scheduler/idle.rs`, whose other side
+/// orders the processors). `std`'s under loom too: loom runs the symmetric handshake only.
+#[inline(always)]
+pub(crate) fn compiler_fence() {
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 #[cfg(not(troupe_loom))]
 pub(crate) use self::std_atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
 

@@ -107,6 +107,17 @@ mod heavy {
     }
 }
 
+/// How a worker that registered to sleep may park.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Park {
+    /// Until woken.
+    ForGood,
+    /// For a moment, then it looks again: the lopsided handshake's barrier was refused, so a
+    /// notifier may have missed it.
+    Briefly,
+}
+
 /// Wakes one parked worker. Boxed so the model checker can put its own threads' wake-ups
 /// here; it is only called on the cold path (a sleeper to wake).
 type Wake = Box<dyn Fn() + Send + Sync>;
@@ -204,7 +215,7 @@ impl Idle {
         if self.lopsided {
             // Only the compiler must keep the push before this load; the sleeper's barrier
             // does the rest (see `heavy`).
-            std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+            crate::loom::compiler_fence();
             if self.num_sleeping.load(Ordering::Relaxed) == 0 {
                 return;
             }
@@ -262,11 +273,8 @@ impl Idle {
     }
 
     /// Registers worker `index` as sleeping. The caller must then look for work once more
-    /// (and call `wake_up` whatever it finds) before parking. Returns false if the worker
-    /// must not park for good (it parks with a time-out): the lopsided handshake's barrier
-    /// was refused.
-    #[must_use]
-    pub(crate) fn register_sleeper(&self, index: usize) -> bool {
+    /// (and call `wake_up` whatever it finds) before parking, as the result says.
+    pub(crate) fn register_sleeper(&self, index: usize) -> Park {
         let mut sleepers = self.lock();
         sleepers.list.push(index);
         if sleepers.list.len() + self.set_aside.load(Ordering::SeqCst) >= self.wakes.len() {
@@ -276,7 +284,11 @@ impl Idle {
         self.num_sleeping.fetch_add(1, Ordering::AcqRel);
         drop(sleepers);
         // And with a notifier's plain load (see `heavy`).
-        !self.lopsided || heavy::barrier()
+        if !self.lopsided || heavy::barrier() {
+            Park::ForGood
+        } else {
+            Park::Briefly
+        }
     }
 
     /// Worker `index` is awake again (it found work before parking, or its park returned).
@@ -375,8 +387,12 @@ mod loom_tests {
                 continue;
             }
             idle.give_up_searching();
-            let for_good = idle.register_sleeper(0);
-            assert!(for_good, "loom runs the symmetric handshake alone");
+            let park = idle.register_sleeper(0);
+            assert_eq!(
+                park,
+                Park::ForGood,
+                "loom runs the symmetric handshake alone"
+            );
             if !work.visible() {
                 thread::park();
             }

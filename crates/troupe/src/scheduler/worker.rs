@@ -29,6 +29,7 @@ use std::sync::Arc;
 use crossbeam_deque::{Steal, Stealer, Worker as LocalQueue};
 use crossbeam_utils::sync::Parker;
 
+use super::idle::Park;
 use super::PoolShared;
 use crate::loom::Ordering;
 use crate::raw::{self, Executor, HandedOff, Ran, RunNext, Runnable};
@@ -376,16 +377,14 @@ impl<'a> WorkerLoop<'a> {
 
         self.searching = false;
         self.shared.idle.give_up_searching();
-        let for_good = self.shared.idle.register_sleeper(self.index);
+        let park = self.shared.idle.register_sleeper(self.index);
         // Look once more after registering: pairs with the notifier's fence (see idle.rs).
         if !self.any_work_visible() && !self.shared.shutdown.load(Ordering::SeqCst) {
             self.parks += 1;
             self.publish_counters();
-            if for_good {
-                self.parker.park();
-            } else {
-                // The handshake's barrier was refused: a notifier may have missed us.
-                self.parker.park_timeout(REFUSED_BARRIER_NAP);
+            match park {
+                Park::ForGood => self.parker.park(),
+                Park::Briefly => self.parker.park_timeout(REFUSED_BARRIER_NAP),
             }
         }
         self.shared.idle.wake_up(self.index);
