@@ -6,10 +6,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _, Result};
 use serde_json::json;
-use troupe::{Actor, Addr, Context, Handler, Message};
+use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions};
 
 use crate::report::{Record, Runner};
 use crate::SystemConfig;
+
+/// Each actor's catch-up by default (`SpawnOptions::catch_up`): the capacity of the Go peer's
+/// buffered channels, as for the counting actor. A thread that outruns the actors' worker
+/// waits once that many messages wait for one actor, as a sender on a full Go channel does,
+/// instead of building a backlog of fresh memory that the worker reads back cold.
+pub const CATCH_UP: usize = 1024;
 
 /// Where the sends come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -85,6 +91,7 @@ pub fn run(
     actors: usize,
     messages: u64,
     from: &[From],
+    catch_up: usize,
 ) -> Result<()> {
     ensure!(
         actors >= 1 && messages >= 1,
@@ -97,7 +104,10 @@ pub fn run(
         .build()
         .context("starting the tokio runtime of the sending task")?;
     let addrs: Vec<Addr<Worker>> = (0..actors)
-        .map(|_| system.spawn(Worker { sum: 0 }))
+        .map(|_| match catch_up {
+            0 => system.spawn(Worker { sum: 0 }),
+            waiting => system.spawn_with(Worker { sum: 0 }, SpawnOptions::new().catch_up(waiting)),
+        })
         .collect();
     let expect: Vec<u64> = (0..actors).map(|a| expected(a, actors, messages)).collect();
     for &source in from {
@@ -141,11 +151,15 @@ pub fn run(
             "msgs/s",
             rate,
             &format!(
-                "{}; one {} tells the actors round-robin, each message a square modulo a prime; time until every actor's sum is in",
+                "{}; one {} tells the actors round-robin, each message a square modulo a prime; {}; time until every actor's sum is in",
                 config.notes(),
                 match source {
                     From::Thread => "plain thread",
                     From::TokioTask => "tokio task (runtime of one thread)",
+                },
+                match catch_up {
+                    0 => "no catch-up".to_string(),
+                    waiting => format!("catch-up {waiting} (a sender that finds an actor that far behind waits for half to be read)"),
                 }
             ),
         )

@@ -162,6 +162,11 @@ enum Command {
         /// Where the sends come from (default: both, one after the other).
         #[arg(long, value_enum, value_delimiter = ',')]
         from: Vec<fanout::From>,
+        /// Each actor's catch-up (`SpawnOptions::catch_up`, 0-2147483648; 0: off): once this
+        /// many messages wait for an actor, the sending thread waits for half of them to be
+        /// read. The default is the capacity of the Go peer's buffered channels.
+        #[arg(long, default_value_t = fanout::CATCH_UP as u64, value_parser = clap::value_parser!(u64).range(0..=1 << 31))]
+        catch_up: u64,
     },
     /// A router beside a hand-written `Vec<Addr>` round robin: one plain thread tells M
     /// messages to N actors through each way of picking, then asks every actor for its sum.
@@ -581,6 +586,7 @@ fn run() -> Result<()> {
             actors,
             messages,
             from,
+            catch_up,
         } => fanout::run(
             &runner,
             &config,
@@ -591,6 +597,7 @@ fn run() -> Result<()> {
                 messages
             },
             &fanout_sources(from),
+            catch_up as usize,
         ),
         Command::Sim {
             actors,
@@ -902,6 +909,7 @@ fn all(
         if quick { 100 } else { 1_000 },
         if quick { 10_000 } else { 10_000_000 },
         &fanout_sources(Vec::new()),
+        fanout::CATCH_UP,
     )?;
     router::run(
         runner,

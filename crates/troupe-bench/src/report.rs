@@ -199,6 +199,7 @@ fn counters_between(before: &PoolMetrics, after: &PoolMetrics, messages: u64) ->
         "turns": turns,
         "lent_turns": lent_turns,
         "helped_turns": helped_turns,
+        "catch_up_waits": after.catch_up_waits.saturating_sub(before.catch_up_waits),
         "messages_per_turn": (per_turn * 10.0).round() / 10.0,
         "steals": after.steals.saturating_sub(before.steals),
         "parks": after.parks.saturating_sub(before.parks),

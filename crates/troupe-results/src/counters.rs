@@ -7,11 +7,12 @@ use serde_json::{Map, Value};
 use crate::probe::CORE_TO_CORE;
 
 /// Counts shown when above zero: (key, one of them).
-const COUNTS: [(&str, &str); 6] = [
+const COUNTS: [(&str, &str); 7] = [
     ("parks", "park"),
     ("steals", "steal"),
     ("lent_turns", "lent turn"),
     ("helped_turns", "helped turn"),
+    ("catch_up_waits", "catch-up wait"),
     ("page_faults", "page fault"),
     ("preemptions", "preemption"),
 ];

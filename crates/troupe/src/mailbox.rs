@@ -598,6 +598,11 @@ impl<T: Send + 'static> Mailbox<T> {
         self.behind_at != 0
     }
 
+    /// The backlog at which pushes report the owner behind (0: never).
+    pub(crate) fn behind_at(&self) -> usize {
+        self.behind_at as usize
+    }
+
     /// Approximate number of messages waiting (for metrics; may lag by a turn).
     pub(crate) fn len(&self) -> usize {
         let tail = self.tail.load(Ordering::Relaxed) >> SHIFT;

@@ -104,6 +104,10 @@ pub struct PoolMetrics {
     /// Turns a worker lent, inside a handler that sends, to the actor it holds to run next once
     /// that actor fell behind (`SpawnOptions::catch_up`; not counted in `turns`).
     pub lent_turns: u64,
+    /// Sends from a thread outside every pool (a plain thread, or a task's) that found an
+    /// actor of this pool behind (`SpawnOptions::catch_up`) and waited, briefly, for it to read
+    /// half its backlog.
+    pub catch_up_waits: u64,
     /// Turns run not by a worker but by a plain thread waiting for a reply, on the actors it
     /// had scheduled itself and no worker had taken yet (not counted in `turns`).
     pub helped_turns: u64,

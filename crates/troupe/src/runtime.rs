@@ -134,6 +134,11 @@ impl PoolEntry {
         self.started.get().and_then(|(pool, _)| pool.as_ref())
     }
 
+    /// The handle the pool's actors hold, once it has started.
+    pub(crate) fn executor(&self) -> Option<&Arc<Executor>> {
+        self.started.get().map(|(_, executor)| executor)
+    }
+
     /// True once the pool has started (its threads, or its simulated executor).
     pub(crate) fn is_started(&self) -> bool {
         self.started.get().is_some()

@@ -208,9 +208,17 @@ impl SpawnOptions {
     /// runs on a worker of its pool, and holds it as the next actor to run, runs a turn of it
     /// before that send returns. A handler that sends millions of messages in one turn then
     /// feeds this actor as it goes, instead of leaving a backlog that is read back cold after
-    /// the handler ends (the counting actor of seed 002 is the case). Sends from elsewhere
-    /// (plain threads, tokio tasks, other pools, other workers) are unaffected. Off by default;
-    /// `waiting` is clamped to 1..=2^31.
+    /// the handler ends (the counting actor of seed 002 is the case).
+    ///
+    /// A send from a thread outside every pool (a plain thread, or a task's thread) that finds
+    /// the actor behind cannot run its turn; it waits instead, for half the backlog to be read
+    /// or for at most a millisecond, whichever comes first, as a full bounded channel holds its
+    /// sender (but never refuses the message, and never for long: the actor may be waiting for
+    /// that very thread). A thread that feeds actors faster than their worker reads would
+    /// otherwise build a backlog of fresh memory that the worker reads back cold, at half its
+    /// rate (`troupe-bench fanout --actors 60`). `PoolMetrics::catch_up_waits` counts these
+    /// waits. Sends from other pools, other workers and actors' own threads are unaffected.
+    /// Off by default; `waiting` is clamped to 1..=2^31.
     ///
     /// The lent turn runs on the sender's thread while the sender's handler is suspended in
     /// its send, so a sender that holds a lock across `tell` must not send to an actor whose

@@ -1007,6 +1007,7 @@ impl System {
                         steals: c.steals,
                         parks: c.parks,
                         lent_turns: c.lent,
+                        catch_up_waits: entry.executor().map_or(0, |e| e.catch_up_waits()),
                         helped_turns: c.helped,
                         tasks_help: c.tasks_help,
                         idle_workers: c.idle_workers,

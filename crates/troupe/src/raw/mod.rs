@@ -57,11 +57,23 @@ pub(crate) trait Schedule: Send + Sync + 'static {
 /// comparison rather than a call.
 pub(crate) struct Executor {
     inner: std::sync::Arc<dyn Schedule>,
+    /// Sends from threads outside every pool that waited for a catch-up actor of this
+    /// executor to read half its backlog (`Cell::wait_to_catch_up`).
+    catch_up_waits: crate::loom::AtomicU64,
 }
 
 impl Executor {
     pub(crate) fn new(inner: std::sync::Arc<dyn Schedule>) -> std::sync::Arc<Self> {
-        std::sync::Arc::new(Self { inner })
+        std::sync::Arc::new(Self {
+            inner,
+            catch_up_waits: crate::loom::AtomicU64::new(0),
+        })
+    }
+
+    /// Sends from threads outside every pool that waited for one of this executor's catch-up
+    /// actors (`SpawnOptions::catch_up`) so far.
+    pub(crate) fn catch_up_waits(&self) -> u64 {
+        self.catch_up_waits.load(crate::loom::Ordering::Relaxed)
     }
 
     /// Runs the actor's next turn, some time soon.

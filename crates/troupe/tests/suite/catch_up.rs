@@ -3,13 +3,14 @@
 //! it its worker. Every path of a lent turn: the flood fed as it goes, a consumer that panics
 //! and is restarted inside lent turns, one that stops inside one, one that sends (back to its
 //! producer, and as a hand-off to an idle actor), a lent turn that meets a second actor behind
-//! (it does not lend again), sends from a plain thread (no lending), and two producers on two
-//! workers. Every message created is dropped exactly once.
+//! (it does not lend again), sends from a plain thread (no lending: the thread waits for the
+//! actor to read half its backlog, and for a moment only when the actor is stuck or stops),
+//! and two producers on two workers. Every message created is dropped exactly once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::{wait_for, DropCounter, Item, LONG};
 use troupe::{Actor, Addr, Context, Handler, Message, SpawnOptions, SupervisorStrategy, System};
@@ -485,4 +486,171 @@ fn two_producers_on_two_workers() {
         }
     }
     f.finish(6 * N as usize);
+}
+
+/// A gate an actor waits at until the test opens it.
+type Gate = Arc<(Mutex<bool>, Condvar)>;
+
+/// Handles an item in about a microsecond (far slower than a send), after its gate opens; stops
+/// itself on item `stop_at`, if given.
+struct Slow {
+    gate: Gate,
+    handled: Arc<AtomicU64>,
+    stop_at: Option<u64>,
+}
+impl Actor for Slow {}
+impl Handler<Item> for Slow {
+    fn handle(&mut self, item: Item, ctx: &mut Context<Self>) {
+        let (open, opened) = &*self.gate;
+        let mut guard = open.lock().unwrap();
+        while !*guard {
+            guard = opened.wait(guard).unwrap();
+        }
+        drop(guard);
+        let until = Instant::now() + Duration::from_micros(1);
+        while Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        let n = self.handled.fetch_add(1, Ordering::SeqCst) + 1;
+        assert_eq!(item.seq + 1, n, "in the order sent");
+        if self.stop_at == Some(n) {
+            ctx.stop();
+        }
+    }
+}
+
+fn open(gate: &(Mutex<bool>, Condvar)) {
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+}
+
+fn slow_actor(
+    open_at_start: bool,
+    stop_at: Option<u64>,
+) -> (System, Addr<Slow>, Gate, Arc<AtomicU64>) {
+    let system = System::builder().workers(1).build().unwrap();
+    let gate = Arc::new((Mutex::new(open_at_start), Condvar::new()));
+    let handled = Arc::new(AtomicU64::new(0));
+    let slow = system.spawn_with(
+        Slow {
+            gate: gate.clone(),
+            handled: handled.clone(),
+            stop_at,
+        },
+        SpawnOptions::new().catch_up(CATCH_UP),
+    );
+    (system, slow, gate, handled)
+}
+
+fn catch_up_waits(system: &System) -> u64 {
+    system
+        .pool_metrics()
+        .into_iter()
+        .find(|p| p.name == "default")
+        .unwrap()
+        .catch_up_waits
+}
+
+#[test]
+fn a_plain_thread_that_outruns_its_actor_waits_for_it() {
+    let (system, slow, _gate, handled) = slow_actor(true, None);
+    let drops = DropCounter::default();
+    let n = 20_000u64;
+    for seq in 0..n {
+        slow.tell(Item {
+            from: 0,
+            seq,
+            _token: drops.token(),
+        })
+        .ok()
+        .unwrap();
+    }
+    // A send takes well under the microsecond an item takes: the thread got `CATCH_UP` ahead
+    // and waited, every such time, for the actor to read half of it.
+    assert!(catch_up_waits(&system) >= 1, "the sending thread waited");
+    wait_for("every item", LONG, || handled.load(Ordering::SeqCst) == n);
+    system.shutdown();
+    assert_eq!(drops.get(), n as usize, "every item dropped exactly once");
+}
+
+#[test]
+fn a_plain_thread_waits_only_a_moment_for_a_stuck_actor() {
+    // The actor is stuck on its first item until the gate opens (as it would be, waiting for
+    // a lock the sending thread holds): each wait ends after its millisecond, every send is
+    // taken, and nothing is lost once the actor goes on.
+    let (system, slow, gate, handled) = slow_actor(false, None);
+    let drops = DropCounter::default();
+    let n = 20 * CATCH_UP as u64;
+    let start = Instant::now();
+    for seq in 0..n {
+        slow.tell(Item {
+            from: 0,
+            seq,
+            _token: drops.token(),
+        })
+        .ok()
+        .unwrap();
+    }
+    let waited = catch_up_waits(&system);
+    assert!(
+        waited >= 1 && waited <= n / 64,
+        "one wait per check of a stuck backlog at most: {waited}"
+    );
+    assert!(
+        start.elapsed() < LONG,
+        "the sends returned while the actor was stuck"
+    );
+    assert_eq!(
+        handled.load(Ordering::SeqCst),
+        0,
+        "the actor was stuck throughout"
+    );
+    open(&gate);
+    wait_for("every item", LONG, || handled.load(Ordering::SeqCst) == n);
+    system.shutdown();
+    assert_eq!(drops.get(), n as usize, "every item dropped exactly once");
+}
+
+#[test]
+fn a_plain_thread_waiting_on_an_actor_that_stops_goes_on() {
+    // The actor stops partway through its backlog while the thread may be waiting on it: the
+    // wait ends, later sends are refused and give their item back, and every item is dropped
+    // exactly once, handled or not.
+    let stop_at = 3 * CATCH_UP as u64;
+    let (system, slow, gate, handled) = slow_actor(false, Some(stop_at));
+    let drops = DropCounter::default();
+    let sender = {
+        let (slow, drops) = (slow.clone(), drops.clone());
+        std::thread::spawn(move || {
+            let mut refused = 0u64;
+            for seq in 0..50 * CATCH_UP as u64 {
+                if slow
+                    .tell(Item {
+                        from: 0,
+                        seq,
+                        _token: drops.token(),
+                    })
+                    .is_err()
+                {
+                    refused += 1;
+                }
+            }
+            refused
+        })
+    };
+    std::thread::sleep(Duration::from_millis(5));
+    open(&gate);
+    let refused = sender.join().unwrap();
+    wait_for("the actor to stop", LONG, || slow.is_stopped());
+    assert_eq!(
+        handled.load(Ordering::SeqCst),
+        stop_at,
+        "handled up to its stop"
+    );
+    system.shutdown();
+    assert_eq!(
+        drops.get(),
+        50 * CATCH_UP,
+        "every item dropped exactly once ({refused} refused)"
+    );
 }
