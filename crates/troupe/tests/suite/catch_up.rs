@@ -542,6 +542,19 @@ fn slow_actor(
     (system, slow, gate, handled)
 }
 
+/// Tells `n` items in order from the calling thread; each must be taken.
+fn tell_all(slow: &Addr<Slow>, drops: &DropCounter, n: u64) {
+    for seq in 0..n {
+        slow.tell(Item {
+            from: 0,
+            seq,
+            _token: drops.token(),
+        })
+        .ok()
+        .unwrap();
+    }
+}
+
 fn catch_up_waits(system: &System) -> u64 {
     system
         .pool_metrics()
@@ -556,15 +569,7 @@ fn a_plain_thread_that_outruns_its_actor_waits_for_it() {
     let (system, slow, _gate, handled) = slow_actor(true, None);
     let drops = DropCounter::default();
     let n = 20_000u64;
-    for seq in 0..n {
-        slow.tell(Item {
-            from: 0,
-            seq,
-            _token: drops.token(),
-        })
-        .ok()
-        .unwrap();
-    }
+    tell_all(&slow, &drops, n);
     // A send takes well under the microsecond an item takes: the thread got `CATCH_UP` ahead
     // and waited, every such time, for the actor to read half of it.
     assert!(catch_up_waits(&system) >= 1, "the sending thread waited");
@@ -582,15 +587,7 @@ fn a_plain_thread_waits_only_a_moment_for_a_stuck_actor() {
     let drops = DropCounter::default();
     let n = 20 * CATCH_UP as u64;
     let start = Instant::now();
-    for seq in 0..n {
-        slow.tell(Item {
-            from: 0,
-            seq,
-            _token: drops.token(),
-        })
-        .ok()
-        .unwrap();
-    }
+    tell_all(&slow, &drops, n);
     let waited = catch_up_waits(&system);
     assert!(
         waited >= 1 && waited <= n / 64,
