@@ -231,20 +231,31 @@ impl<T: Target> Cell<T> {
             .fetch_add(1, crate::loom::Ordering::Relaxed);
         let start = std::time::Instant::now();
         let mut looks = 0u32;
+        let mut nap = false;
         while self.mailbox.len() > target && !self.mailbox.is_closed() {
             looks += 1;
-            // A few microseconds of spinning first (the worker reads on another core), then
-            // yields, so that on a busy machine the worker can have this core.
+            // A few microseconds of spinning first (the worker reads on another core).
             if looks <= SPIN_LOOKS {
                 for _ in 0..32 {
                     std::hint::spin_loop();
                 }
                 continue;
             }
-            if start.elapsed() >= CATCH_UP_WAIT {
+            let waited = start.elapsed();
+            if waited >= CATCH_UP_WAIT {
                 return;
             }
-            std::thread::yield_now();
+            if nap {
+                std::thread::sleep(CATCH_UP_NAP.min(CATCH_UP_WAIT - waited));
+            } else {
+                // Then yields, which come straight back on a quiet machine. One that kept
+                // the core away means other threads want it: short sleeps from then on, which
+                // come back as soon as they end, where a yield may hand the core to a busy
+                // thread for its whole time slice.
+                let before = std::time::Instant::now();
+                std::thread::yield_now();
+                nap = before.elapsed() >= GAVE_AWAY;
+            }
         }
     }
 
@@ -282,8 +293,13 @@ impl<T: Target> Cell<T> {
 /// half its backlog (`Cell::wait_to_catch_up`): a worker drains 512 messages of each of 60
 /// actors in about 0.4 ms (`troupe-bench fanout --actors 60`).
 const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
-/// Looks at the backlog, each after 32 spin hints, before such a wait yields its core.
+/// Looks at the backlog, each after 32 spin hints, before such a wait yields.
 const SPIN_LOOKS: u32 = 64;
+/// A yield of such a wait that took this long handed the core to another thread: the wait
+/// sleeps from then on (`Cell::wait_to_catch_up`).
+const GAVE_AWAY: std::time::Duration = std::time::Duration::from_micros(20);
+/// One sleep of such a wait, between looks at the backlog.
+const CATCH_UP_NAP: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The right to run one turn of an actor. See the module note.
 pub(crate) struct Runnable {
