@@ -71,6 +71,7 @@ fn each_alone_in_turn() {
     ring_allocations::ring_messages_do_not_allocate();
     ask_allocations::steady_state_asks_do_not_allocate();
     backlog_allocations::a_catch_up_backlog_recycles_its_blocks();
+    backlog_allocations::a_plain_thread_keeps_a_catch_up_backlog_in_recycled_blocks();
     swinging_backlog::a_swinging_backlog_recycles_its_blocks();
     named_spawns::named_spawns_give_their_names_back();
     workers_env::troupe_workers_sets_the_default_pool_and_is_checked();
