@@ -198,7 +198,7 @@ impl<T: Target> Cell<T> {
     #[cold]
     #[inline(never)]
     fn catch_up(&self) {
-        if crate::role::current() == crate::role::Role::Plain && !crate::role::drives_simulation() {
+        if !crate::role::runs_actors() && !crate::role::drives_simulation() {
             self.wait_to_catch_up();
         } else {
             run_next::lend_turn(&self.header, self.mailbox.len());
@@ -225,10 +225,7 @@ impl<T: Target> Cell<T> {
         if self.mailbox.len() <= target {
             return;
         }
-        self.header
-            .executor()
-            .catch_up_waits
-            .fetch_add(1, crate::loom::Ordering::Relaxed);
+        self.header.executor().count_catch_up_wait();
         let start = std::time::Instant::now();
         let mut looks = 0u32;
         let mut nap = false;

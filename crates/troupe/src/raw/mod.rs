@@ -70,6 +70,12 @@ impl Executor {
         })
     }
 
+    /// A send from a thread outside every pool waits for one of this executor's actors.
+    fn count_catch_up_wait(&self) {
+        self.catch_up_waits
+            .fetch_add(1, crate::loom::Ordering::Relaxed);
+    }
+
     /// Sends from threads outside every pool that waited for one of this executor's catch-up
     /// actors (`SpawnOptions::catch_up`) so far.
     pub(crate) fn catch_up_waits(&self) -> u64 {
