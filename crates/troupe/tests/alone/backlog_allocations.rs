@@ -32,6 +32,15 @@ impl Handler<Flood> for Producer {
     }
 }
 
+/// Waits (at most a minute) until the sink's total is `expected`.
+fn until_total(total: &AtomicU64, expected: u64) {
+    let start = Instant::now();
+    while total.load(Ordering::Relaxed) != expected {
+        assert!(start.elapsed() < Duration::from_secs(60), "sink stalled");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 pub fn a_catch_up_backlog_recycles_its_blocks() {
     const N: u64 = 200_000;
     // One worker: the sink runs only in turns the producer lends it, so its backlog stays
@@ -41,13 +50,7 @@ pub fn a_catch_up_backlog_recycles_its_blocks() {
     let total = Arc::new(AtomicU64::new(0));
     let sink = system.spawn_with(Sink(total.clone()), SpawnOptions::new().catch_up(256));
     let producer = system.spawn(Producer(sink));
-    let wait = |expected: u64| {
-        let start = Instant::now();
-        while total.load(Ordering::Relaxed) != expected {
-            assert!(start.elapsed() < Duration::from_secs(60), "sink stalled");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    };
+    let wait = |expected: u64| until_total(&total, expected);
     // Warm-up: the mailbox allocates the blocks its backlog needs once.
     let (counted, count) = mpsc::channel();
     producer.tell(Flood(N, counted.clone())).unwrap();
@@ -94,13 +97,7 @@ pub fn a_plain_thread_keeps_a_catch_up_backlog_in_recycled_blocks() {
         }
         allocations() - before
     };
-    let wait = |expected: u64| {
-        let start = Instant::now();
-        while total.load(Ordering::Relaxed) != expected {
-            assert!(start.elapsed() < Duration::from_secs(60), "sink stalled");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    };
+    let wait = |expected: u64| until_total(&total, expected);
     let warm_up = flood();
     wait(N);
     let measured = flood();
