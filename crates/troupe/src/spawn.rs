@@ -214,9 +214,9 @@ impl SpawnOptions {
     /// the actor behind cannot run its turn; it waits instead, for half the backlog to be read
     /// or for at most a millisecond, whichever comes first, as a full bounded channel holds its
     /// sender (but never refuses the message, and never for long: the actor may be waiting for
-    /// that very thread). A thread that feeds actors faster than their worker reads would
-    /// otherwise build a backlog of fresh memory that the worker reads back cold, at half its
-    /// rate (`troupe-bench fanout --actors 60`). `PoolMetrics::catch_up_waits` counts these
+    /// that very thread). A thread that feeds actors faster than their worker reads, or that
+    /// the kernel runs on the worker's own CPU, would otherwise build a backlog of fresh memory
+    /// that the worker reads back cold, at half its rate (`troupe-bench fanout --actors 60`). `PoolMetrics::catch_up_waits` counts these
     /// waits. Sends from other pools, other workers and actors' own threads are unaffected.
     /// Off by default; `waiting` is clamped to 1..=2^31.
     ///

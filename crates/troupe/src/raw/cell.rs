@@ -211,8 +211,10 @@ impl<T: Target> Cell<T> {
     /// channel holds its sender.
     ///
     /// Why: such a sender is faster than the actor's worker as soon as the actor never idles
-    /// (its sends wake nobody), and its lead only grows: the backlog takes fresh memory (a
-    /// page fault per four kilobytes) and the worker reads it back cold, at half its rate.
+    /// (its sends wake nobody), or runs while the worker does not where the kernel put both on
+    /// one CPU, and its lead only grows: the backlog takes fresh memory (a page fault per four
+    /// kilobytes) and the worker reads it back cold, at half its rate. On one CPU the wait is
+    /// also what hands the CPU to the worker (BENCHMARKS.md, "Three modes").
     /// Held near `catch_up` messages, the backlog lives on the blocks the mailbox recycles.
     ///
     /// Never for long: the actor may be waiting for this very thread (a lock it holds, a
