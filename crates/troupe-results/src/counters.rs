@@ -41,6 +41,9 @@ pub fn describe_counters(counters: &Map<String, Value>) -> String {
     if let Some(per_turn) = number("messages_per_turn") {
         parts.push(format!("{per_turn:.1} messages per turn"));
     }
+    if let Some(cpus) = number("cpus") {
+        parts.push(format!("{cpus:.1} CPUs busy"));
+    }
     for (key, what, decimals) in PER_ORDER {
         if let Some(x) = number(key).filter(|&x| x > 0.0) {
             parts.push(format!("{x:.decimals$} {what} per order"));
@@ -82,12 +85,12 @@ mod tests {
     #[test]
     fn known_counters_in_words() {
         let pool = map(json!({"turns": 1000, "width": 2, "width_changes": 1,
-            "messages_per_turn": 2.94, "parks": 13, "steals": 1, "lent_turns": 0,
+            "messages_per_turn": 2.94, "cpus": 1.04, "parks": 13, "steals": 1, "lent_turns": 0,
             "page_faults": 3484, "preemptions": 1, "core_to_core_ns": 185.2}));
         assert_eq!(
             describe_counters(&pool),
-            "width 2 after 1 change, 2.9 messages per turn, 13 parks, 1 steal, 3484 page faults, \
-             1 preemption, 185 ns apart"
+            "width 2 after 1 change, 2.9 messages per turn, 1.0 CPUs busy, 13 parks, 1 steal, \
+             3484 page faults, 1 preemption, 185 ns apart"
         );
         assert!(counts_work(&pool));
         let trading = map(

@@ -119,6 +119,11 @@ fn quick_compare_every_available_contender_validates() {
                 for key in ["page_faults", "preemptions"] {
                     assert!(c[key].as_u64().is_some(), "no {key}: {r}");
                 }
+                // And how many CPUs the process kept busy: CPU time over wall time.
+                assert!(
+                    c["cpus"].as_f64().is_some_and(|x| x >= 0.0 && x.is_finite()),
+                    "no cpus: {r}"
+                );
                 explained += 1;
             }
         }
