@@ -121,7 +121,9 @@ fn quick_compare_every_available_contender_validates() {
                 }
                 // And how many CPUs the process kept busy: CPU time over wall time.
                 assert!(
-                    c["cpus"].as_f64().is_some_and(|x| x >= 0.0 && x.is_finite()),
+                    c["cpus"]
+                        .as_f64()
+                        .is_some_and(|x| x >= 0.0 && x.is_finite()),
                     "no cpus: {r}"
                 );
                 explained += 1;
