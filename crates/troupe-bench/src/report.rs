@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Map, Value};
 use troupe::{PoolMetrics, System};
-use troupe_results::usage::ProcessUsage;
+use troupe_results::usage::{ProcessUsage, CPUS};
 pub use troupe_results::{human, params_text, summarize, Machine, Record};
 
 /// The runtime's counters over one repetition, as written into a record (`Record::counters`).
@@ -85,7 +85,7 @@ impl Runner {
             let mut counters = counters_between(&before, &after, messages);
             counters.insert("page_faults".into(), json!(process.page_faults));
             counters.insert("preemptions".into(), json!(process.preemptions));
-            if let Some(cpus) = cpus_busy(process.cpu_us, wall) {
+            if let Some(cpus) = process.cpus(wall) {
                 counters.insert(CPUS.into(), json!(cpus));
             }
             if let Some(ns) = apart {
@@ -188,18 +188,6 @@ fn settled_pool(system: &System) -> PoolMetrics {
     }
 }
 
-/// Key of a repetition's CPU time over its wall time (see [`cpus_busy`]).
-pub const CPUS: &str = "cpus";
-
-/// The process's CPU time over a repetition (`cpu_us`, every thread, user and system) divided
-/// by the repetition's wall time, to two decimals: how many CPUs it kept busy. A sending thread
-/// and a worker that the kernel put on one CPU show about 1, on two about 2 (BENCHMARKS.md,
-/// "Three modes"). `None` for an interval too short to divide by.
-pub fn cpus_busy(cpu_us: f64, wall: Duration) -> Option<f64> {
-    let wall_us = wall.as_secs_f64() * 1e6;
-    (wall_us >= 1.0).then(|| (cpu_us / wall_us * 100.0).round() / 100.0)
-}
-
 /// The JSON object of one repetition: what the pool counted between `before` and `after`, for
 /// a repetition whose actors handled `messages` messages.
 fn counters_between(before: &PoolMetrics, after: &PoolMetrics, messages: u64) -> Counters {
@@ -262,20 +250,5 @@ pub fn trim_heap() {
     // SAFETY: malloc_trim only releases free memory held by the allocator.
     unsafe {
         libc::malloc_trim(0);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpus_busy_is_cpu_time_over_wall_time() {
-        let ms = Duration::from_millis(1);
-        assert_eq!(cpus_busy(2_000.0, ms), Some(2.0));
-        assert_eq!(cpus_busy(1_004.0, ms), Some(1.0));
-        assert_eq!(cpus_busy(1_006.0, ms), Some(1.01));
-        assert_eq!(cpus_busy(0.0, ms * 8), Some(0.0));
-        assert_eq!(cpus_busy(500.0, Duration::ZERO), None);
     }
 }

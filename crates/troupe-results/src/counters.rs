@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::probe::CORE_TO_CORE;
+use crate::usage::CPUS;
 
 /// Counts shown when above zero: (key, one of them).
 const COUNTS: [(&str, &str); 7] = [
@@ -41,7 +42,7 @@ pub fn describe_counters(counters: &Map<String, Value>) -> String {
     if let Some(per_turn) = number("messages_per_turn") {
         parts.push(format!("{per_turn:.1} messages per turn"));
     }
-    if let Some(cpus) = number("cpus") {
+    if let Some(cpus) = number(CPUS) {
         parts.push(format!("{cpus:.1} CPUs busy"));
     }
     for (key, what, decimals) in PER_ORDER {

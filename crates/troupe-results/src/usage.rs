@@ -3,6 +3,9 @@
 //! time spent whatever else the machine did, fresh memory taken (each new page a fault), or a
 //! core lost to another program for a while.
 
+/// Key of a repetition's CPUs kept busy in `Record::counters` (see [`ProcessUsage::cpus`]).
+pub const CPUS: &str = "cpus";
+
 /// The process's counts so far, or (from [`ProcessUsage::since`]) over an interval.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ProcessUsage {
@@ -41,6 +44,15 @@ impl ProcessUsage {
         ProcessUsage::default()
     }
 
+    /// CPU time over `wall`, the interval's wall time, to two decimals: how many CPUs the
+    /// process kept busy in it. A sending thread and a worker that the kernel put on one CPU
+    /// show about 1, on two about 2 (BENCHMARKS.md, "Three modes"). `None` for an interval
+    /// too short to divide by.
+    pub fn cpus(&self, wall: std::time::Duration) -> Option<f64> {
+        let wall_us = wall.as_secs_f64() * 1e6;
+        (wall_us >= 1.0).then(|| (self.cpu_us / wall_us * 100.0).round() / 100.0)
+    }
+
     /// The counts between `before` and `self`.
     pub fn since(&self, before: &ProcessUsage) -> ProcessUsage {
         ProcessUsage {
@@ -54,6 +66,23 @@ impl ProcessUsage {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpus_busy_is_cpu_time_over_wall_time() {
+        let cpus = |cpu_us: f64, wall| {
+            ProcessUsage {
+                cpu_us,
+                ..ProcessUsage::default()
+            }
+            .cpus(wall)
+        };
+        let ms = std::time::Duration::from_millis(1);
+        assert_eq!(cpus(2_000.0, ms), Some(2.0));
+        assert_eq!(cpus(1_004.0, ms), Some(1.0));
+        assert_eq!(cpus(1_006.0, ms), Some(1.01));
+        assert_eq!(cpus(0.0, ms * 8), Some(0.0));
+        assert_eq!(cpus(500.0, std::time::Duration::ZERO), None);
+    }
 
     #[test]
     fn fresh_memory_and_work_are_counted() {

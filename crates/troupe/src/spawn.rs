@@ -216,8 +216,9 @@ impl SpawnOptions {
     /// sender (but never refuses the message, and never for long: the actor may be waiting for
     /// that very thread). A thread that feeds actors faster than their worker reads, or that
     /// the kernel runs on the worker's own CPU, would otherwise build a backlog of fresh memory
-    /// that the worker reads back cold, at half its rate (`troupe-bench fanout --actors 60`). `PoolMetrics::catch_up_waits` counts these
-    /// waits. Sends from other pools, other workers and actors' own threads are unaffected.
+    /// that the worker reads back cold, at half its rate (`troupe-bench fanout --actors 60`).
+    /// `PoolMetrics::catch_up_waits` counts these waits. Sends from other pools, other workers
+    /// and actors' own threads are unaffected.
     /// Off by default; `waiting` is clamped to 1..=2^31.
     ///
     /// The lent turn runs on the sender's thread while the sender's handler is suspended in
