@@ -205,6 +205,7 @@ fn counters_between(before: &PoolMetrics, after: &PoolMetrics, messages: u64) ->
         "lent_turns": lent_turns,
         "helped_turns": helped_turns,
         "catch_up_waits": after.catch_up_waits.saturating_sub(before.catch_up_waits),
+        "aside_waits": after.aside_waits.saturating_sub(before.aside_waits),
         "messages_per_turn": (per_turn * 10.0).round() / 10.0,
         "steals": after.steals.saturating_sub(before.steals),
         "parks": after.parks.saturating_sub(before.parks),

@@ -8,12 +8,13 @@ use crate::probe::CORE_TO_CORE;
 use crate::usage::CPUS;
 
 /// Counts shown when above zero: (key, one of them).
-const COUNTS: [(&str, &str); 7] = [
+const COUNTS: [(&str, &str); 8] = [
     ("parks", "park"),
     ("steals", "steal"),
     ("lent_turns", "lent turn"),
     ("helped_turns", "helped turn"),
     ("catch_up_waits", "catch-up wait"),
+    ("aside_waits", "aside wait"),
     ("page_faults", "page fault"),
     ("preemptions", "preemption"),
 ];
@@ -87,11 +88,11 @@ mod tests {
     fn known_counters_in_words() {
         let pool = map(json!({"turns": 1000, "width": 2, "width_changes": 1,
             "messages_per_turn": 2.94, "cpus": 1.04, "parks": 13, "steals": 1, "lent_turns": 0,
-            "page_faults": 3484, "preemptions": 1, "core_to_core_ns": 185.2}));
+            "aside_waits": 37, "page_faults": 3484, "preemptions": 1, "core_to_core_ns": 185.2}));
         assert_eq!(
             describe_counters(&pool),
             "width 2 after 1 change, 2.9 messages per turn, 1.0 CPUs busy, 13 parks, 1 steal, \
-             3484 page faults, 1 preemption, 185 ns apart"
+             37 aside waits, 3484 page faults, 1 preemption, 185 ns apart"
         );
         assert!(counts_work(&pool));
         let trading = map(

@@ -108,6 +108,11 @@ pub struct PoolMetrics {
     /// actor of this pool behind (`SpawnOptions::catch_up`) and waited, briefly, for it to read
     /// half its backlog.
     pub catch_up_waits: u64,
+    /// Sends from a worker that the pool narrowed past while it ran a turn (`SystemBuilder::
+    /// narrowing`: a worker steps aside only between turns) that found an actor of this pool
+    /// behind (`SpawnOptions::catch_up`) running elsewhere, and waited, for at most a
+    /// millisecond, while the workers taking work handled messages.
+    pub aside_waits: u64,
     /// Turns run not by a worker but by a plain thread waiting for a reply, on the actors it
     /// had scheduled itself and no worker had taken yet (not counted in `turns`).
     pub helped_turns: u64,

@@ -217,8 +217,11 @@ impl SpawnOptions {
     /// that very thread). A thread that feeds actors faster than their worker reads, or that
     /// the kernel runs on the worker's own CPU, would otherwise build a backlog of fresh memory
     /// that the worker reads back cold, at half its rate (`troupe-bench fanout --actors 60`).
-    /// `PoolMetrics::catch_up_waits` counts these waits. Sends from other pools, other workers
-    /// and actors' own threads are unaffected.
+    /// `PoolMetrics::catch_up_waits` counts these waits. A sender on a worker of the actor's
+    /// pool that the pool narrowed past during the sending turn (`SystemBuilder::narrowing`)
+    /// waits too, at most a millisecond, while the workers taking work handle messages
+    /// (`PoolMetrics::aside_waits`). Sends from other pools, other workers and actors' own
+    /// threads are unaffected.
     /// Off by default; `waiting` is clamped to 1..=2^31.
     ///
     /// The lent turn runs on the sender's thread while the sender's handler is suspended in

@@ -1008,6 +1008,7 @@ impl System {
                         parks: c.parks,
                         lent_turns: c.lent,
                         catch_up_waits: entry.executor().map_or(0, |e| e.catch_up_waits()),
+                        aside_waits: c.aside_waits,
                         helped_turns: c.helped,
                         tasks_help: c.tasks_help,
                         idle_workers: c.idle_workers,

@@ -49,6 +49,12 @@ pub(crate) trait Schedule: Send + Sync + 'static {
 
     /// True for a pool (whose actors' children inherit it); false for an actor's own thread.
     fn is_pool(&self) -> bool;
+
+    /// A send on the calling thread found a catch-up actor of this executor behind and could
+    /// not lend it a turn: if the thread is a worker of this pool that the pool narrowed past
+    /// while it ran a turn, wait a little for the workers that take work (`PoolShared`'s
+    /// implementation says how long). Nothing elsewhere.
+    fn wait_aside(&self) {}
 }
 
 /// An executor as cells hold it: one allocation per pool (or actor thread), shared by its
@@ -86,6 +92,12 @@ impl Executor {
     #[inline]
     pub(crate) fn schedule(&self, runnable: Runnable) {
         self.inner.schedule(runnable)
+    }
+
+    /// See `Schedule::wait_aside`.
+    #[inline]
+    pub(crate) fn wait_aside(&self) {
+        self.inner.wait_aside()
     }
 
     /// The executor behind this handle, as `Any`.

@@ -161,6 +161,13 @@ pub(super) fn lend_turn(owner: &Header, waiting: usize) {
     // since the executor matched; used only on this thread within this call.
     let next = unsafe { &*current.next };
     if !next.holds(NonNull::from(owner)) {
+        // Not ours to run. If nothing waits in the position either, the sender may be a
+        // worker its pool narrowed past in a long turn: it waits for the pool's other
+        // workers as a thread outside would (`Schedule::wait_aside`). With an actor waiting
+        // in the position it goes on: the actor runs only once this turn ends.
+        if !next.is_occupied() {
+            owner.executor().wait_aside();
+        }
         return;
     }
     let Some((runnable, handoff)) = next.take() else {

@@ -119,6 +119,8 @@ pub(crate) struct PoolShared {
     width: CachePadded<AtomicUsize>,
     /// Messages handled by each worker's turns, lent turns included (`RunNext::counting`).
     handled: Box<[Arc<CachePadded<AtomicU64>>]>,
+    /// Sends from a worker set aside mid-turn that waited (`wait_aside`).
+    aside_waits: AtomicU64,
 }
 
 /// A worker's published counters.
@@ -138,6 +140,7 @@ pub(crate) struct PoolCounters {
     pub(crate) steals: u64,
     pub(crate) parks: u64,
     pub(crate) lent: u64,
+    pub(crate) aside_waits: u64,
     pub(crate) helped: u64,
     pub(crate) tasks_help: bool,
     pub(crate) idle_workers: usize,
@@ -161,6 +164,7 @@ impl PoolShared {
             steals: sum(|c| &c.steals),
             parks: sum(|c| &c.parks),
             lent: sum(|c| &c.lent),
+            aside_waits: self.aside_waits.load(Ordering::Relaxed),
             helped: self.external.helped(),
             tasks_help: self.external.tasks_help() != TasksHelp::Never,
             idle_workers: self.idle.idle_workers(),
@@ -225,7 +229,60 @@ impl Schedule for PoolShared {
     fn is_pool(&self) -> bool {
         true
     }
+
+    /// A worker that the pool narrowed past while it ran a turn (`narrow.rs`) is, until the
+    /// turn ends, a thread beside the workers that take work. When that turn sends to a
+    /// catch-up actor that runs elsewhere and is behind, it waits: while the workers taking
+    /// work keep handling messages, for at most [`ASIDE_WAIT`]; it goes on at once when they
+    /// handled nothing in a look (they are idle, or stuck in a handler: the turn may be what
+    /// they wait for), when the pool widens past it again, or at shutdown.
+    ///
+    /// Why: a worker steps aside only between turns, so a turn that sends millions of
+    /// messages (a counting actor's producer) keeps the pool as wide as when it began for as
+    /// long as it runs, whatever the monitor decided: a trial of two workers that took the
+    /// second producer to the other worker left both producers pushing into one mailbox from
+    /// two cores to the end of the run (BENCHMARKS.md, "A turn the pool narrowed past").
+    /// Waiting, it sends at most one burst per wait; the actor keeps up with the sender on
+    /// the working worker, and once that one is done, this turn runs on alone.
+    fn wait_aside(&self) {
+        let Some(local) = worker::local_of(self) else {
+            return;
+        };
+        let width = self.width.load(Ordering::Relaxed);
+        if local.index < width {
+            return;
+        }
+        self.aside_waits.fetch_add(1, Ordering::Relaxed);
+        let working = |width: usize| -> u64 {
+            self.handled[..width.min(self.handled.len())]
+                .iter()
+                .map(|h| h.load(Ordering::Relaxed))
+                .sum()
+        };
+        let start = std::time::Instant::now();
+        let mut seen = working(width);
+        loop {
+            std::thread::sleep(ASIDE_LOOK);
+            let width = self.width.load(Ordering::Relaxed);
+            if local.index < width
+                || self.shutdown.load(Ordering::Relaxed)
+                || start.elapsed() >= ASIDE_WAIT
+            {
+                return;
+            }
+            let now = working(width);
+            if now == seen {
+                return;
+            }
+            seen = now;
+        }
+    }
 }
+
+/// The longest a send from a worker set aside mid-turn waits (`PoolShared::wait_aside`).
+const ASIDE_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+/// How often such a wait looks at the working workers' progress.
+const ASIDE_LOOK: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// A running pool: its shared state, the handle its actors hold, and its threads.
 pub(crate) struct Pool {
@@ -292,6 +349,7 @@ impl Pool {
             handled: (0..workers)
                 .map(|_| Arc::new(CachePadded::new(AtomicU64::new(0))))
                 .collect(),
+            aside_waits: AtomicU64::new(0),
         });
         let executor = Executor::new(shared.clone());
         let mut threads = Vec::with_capacity(workers);

@@ -53,7 +53,10 @@
 //!   monitor parks until the first worker is woken (`Idle::watch`).
 //!
 //! A worker reads the width once per turn (a line that changes a few times a second at
-//! most) and steps aside only between turns.
+//! most) and steps aside only between turns. A turn it is in when the pool narrows past it
+//! runs on, but its sends to a catch-up actor that is behind wait for the working workers
+//! (`PoolShared::wait_aside`): the one kind of long turn that would otherwise keep the pool
+//! as wide as when it began, to its end (a counting actor's producers).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -660,11 +663,12 @@ mod tests {
 
     /// A system of two workers, its default pool, and actors that count what they are sent.
     mod pools {
-        use std::sync::Arc;
+        use crate::loom::{AtomicBool, Ordering::SeqCst};
+        use std::sync::{mpsc, Arc};
         use std::time::{Duration, Instant};
 
         use crate::scheduler::PoolShared;
-        use crate::{Actor, Context, Handler, Message, System};
+        use crate::{Actor, Addr, Context, Handler, Message, SpawnOptions, System};
 
         struct Count(u64);
         impl Actor for Count {}
@@ -761,6 +765,108 @@ mod tests {
             let metrics = system.pool_metrics();
             assert_eq!(metrics[0].width_changes, 6);
             system.shutdown();
+        }
+
+        /// Holds its worker until `release` is set: a turn on the working worker that
+        /// handles nothing for as long.
+        struct Hold {
+            started: mpsc::Sender<()>,
+            release: Arc<AtomicBool>,
+        }
+        impl Message for Hold {
+            type Reply = ();
+        }
+        impl Handler<Hold> for Count {
+            fn handle(&mut self, msg: Hold, _: &mut Context<Self>) {
+                msg.started.send(()).unwrap();
+                while !msg.release.load(SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+
+        /// In one turn: says which worker runs it, waits for `go`, tells `n` `Add`s to `to`,
+        /// and says it is done.
+        struct Producer {
+            to: Addr<Count>,
+            said: mpsc::Sender<&'static str>,
+            at: mpsc::Sender<String>,
+        }
+        impl Actor for Producer {}
+        struct Produce {
+            n: u64,
+            go: Arc<AtomicBool>,
+        }
+        impl Message for Produce {
+            type Reply = ();
+        }
+        impl Handler<Produce> for Producer {
+            fn handle(&mut self, msg: Produce, _: &mut Context<Self>) {
+                let thread = std::thread::current().name().unwrap_or_default().to_owned();
+                self.at.send(thread).unwrap();
+                while !msg.go.load(SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                for _ in 0..msg.n {
+                    self.to.tell(Add).unwrap();
+                }
+                self.said.send("done").unwrap();
+            }
+        }
+
+        #[test]
+        fn a_turn_set_aside_waits_at_a_catch_up_send_and_never_for_a_stuck_worker() {
+            let system = System::builder()
+                .workers(2)
+                .narrowing(false)
+                .name("aside")
+                .build()
+                .unwrap();
+            // The sink holds worker 0 (the only one taking work when it starts its turn)...
+            let pool = narrowed_to_one(&system);
+            let sink = system.spawn_with(Count(0), SpawnOptions::new().catch_up(64));
+            let release = Arc::new(AtomicBool::new(false));
+            let (started, held) = mpsc::channel();
+            sink.tell(Hold {
+                started,
+                release: release.clone(),
+            })
+            .unwrap();
+            held.recv_timeout(Duration::from_secs(20)).unwrap();
+            let (said, done) = mpsc::channel();
+            let (at, thread) = mpsc::channel();
+            let producer = system.spawn(Producer {
+                to: sink.clone(),
+                said,
+                at,
+            });
+            // ... so the producer, once worker 1 is back, runs on worker 1.
+            pool.set_width(2, 1);
+            let go = Arc::new(AtomicBool::new(false));
+            producer
+                .tell(Produce {
+                    n: 10_000,
+                    go: go.clone(),
+                })
+                .unwrap();
+            let thread = thread.recv_timeout(Duration::from_secs(20)).unwrap();
+            assert!(thread.ends_with("-1"), "the producer runs on {thread}");
+            // Narrowed past worker 1 in the producer's turn: its sends find the sink behind
+            // (held, 10,000 messages queued) and wait; worker 0 handles nothing, so each wait
+            // ends after one look and the turn runs to its end while the sink is still held.
+            pool.set_width(1, 2);
+            go.store(true, SeqCst);
+            assert_eq!(done.recv_timeout(Duration::from_secs(20)), Ok("done"));
+            let waits = pool.aside_waits.load(crate::loom::Ordering::Relaxed);
+            assert!(waits >= 1, "no send of the set-aside turn waited");
+            assert_eq!(
+                system.pool_metrics()[0].aside_waits,
+                waits,
+                "PoolMetrics reports the waits"
+            );
+            release.store(true, SeqCst);
+            assert_eq!(sink.ask(Get).wait().unwrap(), 10_000);
+            system.shutdown_timeout(Duration::from_secs(20)).unwrap();
         }
 
         #[test]

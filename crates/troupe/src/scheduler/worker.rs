@@ -60,6 +60,8 @@ fn steal_from(queue: &Stealer<Runnable>, local: &LocalQueue<Runnable>) -> Option
 /// What the current thread knows about the worker it is, if any.
 pub(super) struct Local {
     pool: *const PoolShared,
+    /// This worker's index in the pool (workers `0..width` take work, `narrow.rs`).
+    pub(super) index: usize,
     pub(super) queue: LocalQueue<Runnable>,
     pub(super) run_next: RunNext,
 }
@@ -93,6 +95,7 @@ pub(super) fn run(
 ) {
     let local = Local {
         pool: Arc::as_ptr(&shared),
+        index,
         queue,
         run_next: RunNext::counting(shared.handled[index].clone()),
     };
