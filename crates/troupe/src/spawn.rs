@@ -220,8 +220,8 @@ impl SpawnOptions {
     /// `PoolMetrics::catch_up_waits` counts these waits. A sender on a worker of the actor's
     /// pool that the pool narrowed past during the sending turn (`SystemBuilder::narrowing`)
     /// waits too, at most a millisecond, while the workers taking work handle messages
-    /// (`PoolMetrics::aside_waits`). Sends from other pools, other workers and actors' own
-    /// threads are unaffected.
+    /// (`PoolMetrics::aside_waits`). Sends from other pools, from workers taking work and
+    /// from actors' own threads are unaffected.
     /// Off by default; `waiting` is clamped to 1..=2^31.
     ///
     /// The lent turn runs on the sender's thread while the sender's handler is suspended in
