@@ -557,22 +557,23 @@ impl<R> Taker<R> {
     /// has taken (the request's own, most often), run here (`role::help_until`). A reply
     /// computed on this thread needs no worker to be woken for it and no wake-up of this
     /// thread, and it comes sooner than from a worker that would have to take the turn first
-    /// (`spin.rs`: help first). Not for a wait with a deadline: a turn run here could outlast
-    /// it.
+    /// (`spin.rs`: help first). A wait with a deadline (`by` is `Waiter::ThreadUntil`) helps
+    /// only while the pool's turns run by such waits have been short (a turn run here may
+    /// outlast the deadline; see `LONG_HELP`).
     #[cfg(not(troupe_loom))]
-    fn help(&self, target: ActorId) {
-        role::help_until(target, &|| self.is_filled(), role::Waiter::Thread);
+    fn help(&self, target: ActorId, by: role::Waiter) {
+        role::help_until(target, &|| self.is_filled(), by);
     }
 
     /// Under loom there is no spin, and no pool to help.
     #[cfg(troupe_loom)]
-    fn help(&self, _target: ActorId) {}
+    fn help(&self, _target: ActorId, _by: role::Waiter) {}
 
     /// Blocks until the value is there: spins briefly (not under loom, whose models cover the
     /// parking path), then parks with the thread registered for the filler to unpark.
     pub(crate) fn wait(self, help_with: Option<ActorId>) -> Result<R, AskError> {
         if let Some(target) = help_with {
-            self.help(target);
+            self.help(target, role::Waiter::Thread);
         }
         let mut taker = match self.spin(None) {
             Ok(result) => return result,
@@ -589,9 +590,17 @@ impl<R> Taker<R> {
     }
 
     /// Blocks until the value is there or `deadline` passes: the value, or `None` (the slot
-    /// is closed then: a later value is dropped by its filler). Spins first, as `wait`, within
-    /// the deadline.
-    pub(crate) fn wait_until(self, deadline: Instant) -> Option<Result<R, AskError>> {
+    /// is closed then: a later value is dropped by its filler). Helps first with `help_with`
+    /// as `wait` does, where the pool still lets threads with a deadline help (the caller
+    /// passes it only with at least `scheduler::LONG_HELP` left); then spins within the deadline.
+    pub(crate) fn wait_until(
+        self,
+        deadline: Instant,
+        help_with: Option<ActorId>,
+    ) -> Option<Result<R, AskError>> {
+        if let Some(target) = help_with {
+            self.help(target, role::Waiter::ThreadUntil);
+        }
         let mut taker = match self.spin(Some(deadline)) {
             Ok(result) => return Some(result),
             Err(taker) => taker,
