@@ -603,13 +603,17 @@ impl<T: Send + 'static> Mailbox<T> {
         self.behind_at as usize
     }
 
-    /// Approximate number of messages waiting (for metrics; may lag by a turn).
+    /// Messages waiting: exact between turns (the consumer publishes its head as it goes
+    /// idle), and while a turn runs may count what it has read (for metrics).
     pub(crate) fn len(&self) -> usize {
         let tail = self.tail.load(Ordering::Relaxed) >> SHIFT;
         let head = self.head.load(Ordering::Relaxed) >> SHIFT;
-        let indices = tail.saturating_sub(head);
-        // Every full lap contains one marker index that holds no message.
-        indices - indices / LAP
+        // The indices from the head to the tail, less the markers among them (the last index
+        // of every lap holds no message). Counting a marker per full lap of the distance
+        // instead counted one too many whenever the two straddled a block's end: for an
+        // actor with one message, once in 31, and a waiting thread that asks "is the request
+        // all there is?" (`Ask::wait_timeout`) was told no.
+        tail.saturating_sub(head) - (tail / LAP).saturating_sub(head / LAP)
     }
 
     /// True once the mailbox is closed.
@@ -1042,6 +1046,33 @@ mod tests {
         // Its first block and the next came off the shelf; the first, finished, is its spare.
         assert_eq!(spares(&other), 1);
         assert_eq!(shelved(), 3);
+    }
+
+    #[test]
+    fn len_counts_every_message_across_block_ends() {
+        let mb = Mailbox::new(false);
+        // SAFETY: this test thread is the only consumer.
+        let mut rx = unsafe { mb.consumer() };
+        // One message at a time, through several blocks: each is counted once, wherever the
+        // head and tail stand in their blocks.
+        for i in 0..BLOCK_CAP * 4 {
+            assert_eq!(mb.push(i), Ok(false));
+            rx.publish();
+            assert_eq!(mb.len(), 1, "after push {i}");
+            assert_eq!(rx.pop(), Some(i));
+            rx.publish();
+            assert_eq!(mb.len(), 0, "after pop {i}");
+        }
+        // A backlog drained one by one.
+        let n = BLOCK_CAP * 3 + 5;
+        for i in 0..n {
+            assert_eq!(mb.push(i), Ok(false));
+        }
+        for left in (0..n).rev() {
+            rx.pop().unwrap();
+            rx.publish();
+            assert_eq!(mb.len(), left);
+        }
     }
 
     #[test]

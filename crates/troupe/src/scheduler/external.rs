@@ -275,8 +275,8 @@ fn help_until(target: ActorId, done: &dyn Fn() -> bool, by: Waiter) -> bool {
         return false;
     };
     // A wait with a deadline runs the request's turn only if nothing waits ahead of the request
-    // (the turn would handle that first, however long it takes), and only as far as the
-    // request: one message, nothing that turn wakes (`run_helped`).
+    // (the turn would handle that first, however long it takes), and only about as far as the
+    // request: nothing that turn wakes, and at most one message sent after it (`run_helped`).
     let deadline = by == Waiter::ThreadUntil;
     if deadline && runnable.queued() > 1 {
         runnable.schedule();
@@ -364,9 +364,15 @@ impl External {
     }
 }
 
+/// The budget of a turn a wait with a deadline runs: its request, then one more. A turn ends
+/// as soon as it has spent its budget, without the look that finds the mailbox empty and lets
+/// the actor go idle: with a budget of one it would yield instead, and a worker would have to
+/// run it once more before the thread could schedule (and so help with) its next ask.
+const PART_BUDGET: usize = 2;
+
 /// Runs `first`, then what its turns put in this thread's run-next position, until `done`
 /// holds or the position is empty; what is left there then goes back to the pool. Not
-/// `whole`: one message of `first`, and nothing after it.
+/// `whole`: one turn of `first` of at most [`PART_BUDGET`] messages, and nothing after it.
 fn run_helped(first: Runnable, external: &External, done: &dyn Fn() -> bool, whole: bool) {
     let _worker = role::enter(Role::Worker { may_block: false });
     let _io = external.io.as_ref().map(tokio::runtime::Handle::enter);
@@ -380,7 +386,11 @@ fn run_helped(first: Runnable, external: &External, done: &dyn Fn() -> bool, who
         let mut runnable = first;
         loop {
             turns += 1;
-            let budget = if whole { external.throughput } else { 1 };
+            let budget = if whole {
+                external.throughput
+            } else {
+                PART_BUDGET
+            };
             if let Ran::Yield(again) = runnable.run(budget, None) {
                 again.schedule();
             }
