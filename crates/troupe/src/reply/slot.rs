@@ -49,7 +49,6 @@ use super::forward::Forward;
 use crate::error::AskError;
 use crate::id::ActorId;
 use crate::loom::{self, thread, AtomicUsize, Ordering, UnsafeCell};
-#[cfg(not(troupe_loom))]
 use crate::role;
 use crate::timer::{TimerHandle, TimerId};
 
