@@ -157,10 +157,6 @@ mod std_atomic {
         pub(crate) fn store(&self, value: bool, order: Ordering) {
             self.0.store(value, order)
         }
-        #[inline(always)]
-        pub(crate) fn swap(&self, value: bool, order: Ordering) -> bool {
-            self.0.swap(value, order)
-        }
     }
 
     #[repr(transparent)]

@@ -611,8 +611,7 @@ impl<T: Send + 'static> Mailbox<T> {
         // The indices from the head to the tail, less the markers among them (the last index
         // of every lap holds no message). Counting a marker per full lap of the distance
         // instead counted one too many whenever the two straddled a block's end: for an
-        // actor with one message, once in 31, and a waiting thread that asks "is the request
-        // all there is?" (`Ask::wait_timeout`) was told no.
+        // actor with one message, once in 31 (BENCHMARKS.md, "Asks with a deadline").
         tail.saturating_sub(head) - (tail / LAP).saturating_sub(head / LAP)
     }
 

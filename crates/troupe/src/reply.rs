@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::AskError;
 use crate::id::ActorId;
-use crate::role::{self, LONG_HELP};
+use crate::role;
 use crate::timer::TimerHandle;
 
 mod forward;
@@ -532,14 +532,6 @@ impl<R> Ask<R> {
 
     /// Blocks the calling thread for at most `timeout`; [`AskError::Timeout`] if no reply came.
     ///
-    /// As in [`wait`](Ask::wait), a plain thread that scheduled the request's turn itself, where
-    /// no worker has taken it yet, runs that turn on its own core, with at least a millisecond
-    /// left: on a machine whose cores are all busy that saves two hand-overs between threads
-    /// per round trip. A turn cannot be cut short, so a handler run that way past the deadline
-    /// gives its reply late rather than a timeout. Once such runs held a waiting thread for a
-    /// millisecond or more twice in a row, threads waiting with a deadline no longer run that
-    /// pool's actors (a warning is logged), and the deadline holds to the spin again.
-    ///
     /// # Panics
     /// As [`wait`](Ask::wait).
     ///
@@ -561,16 +553,7 @@ impl<R> Ask<R> {
         self.check_may_block();
         // Given up at the deadline: a later reply is dropped, and the timer (if any) goes.
         let reply = match role::driver() {
-            None => {
-                let deadline = Instant::now() + timeout;
-                let helps = self.helps;
-                let taker = self.take_taker();
-                // Not with a timer of its own (`ask_timeout`), as in `wait`, nor with less time
-                // than a turn that counts as long (which would stop this kind of help).
-                let help_with =
-                    (helps && !taker.has_timer() && timeout >= LONG_HELP).then_some(self.target);
-                taker.wait_until(deadline, help_with)
-            }
+            None => self.take_taker().wait_until(Instant::now() + timeout),
             Some(driver) => self.wait_simulated(&*driver, Some(driver.now() + timeout)),
         };
         reply.unwrap_or(Err(AskError::Timeout(timeout)))

@@ -6,7 +6,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::id::ActorId;
 
@@ -146,27 +146,9 @@ pub(crate) enum Waiter {
     /// A thread that does nothing else until the reply comes: `Ask::wait`, or an ask awaited
     /// in `System::block_on`.
     Thread,
-    /// A thread that does nothing else until the reply comes or a deadline passes
-    /// (`Ask::wait_timeout`): a turn it runs may outlast the deadline, so it helps only while
-    /// such turns have been short (as a task does by default).
-    ThreadUntil,
     /// A task of an executor whose thread has other tasks to run.
     Task,
 }
-
-/// A run of turns by a task longer than this holds up its thread's other tasks for longer
-/// than a task should run between two awaits; twice in a row on one thread, and tasks stop
-/// running the pool's actors (`TasksHelp::WhileShort`). The same for a thread waiting with
-/// a deadline, which such a run may overshoot: twice in a row, and threads that wait with a
-/// deadline stop running the pool's actors; and a deadline closer than this is never helped
-/// (`Ask::wait_timeout`).
-///
-/// Why twice: an OS that takes the core from a thread in the middle of a short turn (a slice
-/// of 1-4 ms on a machine whose cores are all busy, the very case helping is for) makes that
-/// one run look long; the thread's next run starts a fresh slice, so two in a row are a
-/// handler's doing. A handler that sleeps or blocks on every message holds two of a task's
-/// asks, then never again.
-pub(crate) const LONG_HELP: Duration = Duration::from_millis(1);
 
 thread_local! {
     static HELP: Cell<Option<Help>> = const { Cell::new(None) };

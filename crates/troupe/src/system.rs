@@ -278,13 +278,9 @@ impl SystemBuilder {
     /// difference between millions of asks a second and tens of thousands. Such a turn runs as
     /// on a worker (in the system's async runtime, a blocking wait inside it refused, a panic
     /// caught at its end), but on the waiting thread. Say no if handlers depend on running on
-    /// the pool's own threads (their names, thread-locals, CPU affinity). A `wait_timeout`
-    /// helps only with its request alone in the mailbox and a millisecond left, and stops
-    /// once such turns held a thread for long twice in a row (see [`Ask::wait_timeout`]); an
-    /// awaited `ask_timeout` never helps (a turn could outlast its deadline), nor do actor
-    /// threads, workers, or anything on the `blocking` pool.
-    ///
-    /// [`Ask::wait_timeout`]: crate::Ask::wait_timeout
+    /// the pool's own threads (their names, thread-locals, CPU affinity). Waits with a deadline
+    /// (`wait_timeout`, an awaited `ask_timeout`) never help (a turn could outlast the
+    /// deadline), nor do actor threads, workers, or anything on the `blocking` pool.
     ///
     /// ```
     /// let system = troupe::System::builder().waiters_help(false).build().unwrap();

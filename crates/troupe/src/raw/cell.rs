@@ -68,7 +68,6 @@ impl Header {
 struct VTable {
     run: for<'h> unsafe fn(NonNull<Header>, usize, Option<HandedOff<'h>>) -> Ran,
     catches_up: unsafe fn(NonNull<Header>) -> bool,
-    queued: unsafe fn(NonNull<Header>) -> usize,
 }
 
 /// One actor. See the module note.
@@ -98,7 +97,6 @@ impl<T: Target> Cell<T> {
     const VTABLE: VTable = VTable {
         run: run::<T>,
         catches_up: catches_up::<T>,
-        queued: queued::<T>,
     };
 
     /// Builds a cell, not idle, and the right to run its first turn; the cell keeps its alive
@@ -351,14 +349,6 @@ impl Runnable {
         unsafe { catches_up(self.header) }
     }
 
-    /// Messages waiting in its mailbox, as of its last turn's end (`Mailbox::len`: never
-    /// fewer than wait, while this right to run is held and no turn runs).
-    pub(crate) fn queued(&self) -> usize {
-        let queued = self.header_ref().vtable.queued;
-        // SAFETY: the vtable's function for this cell's type, on its live header (`header_ref`).
-        unsafe { queued(self.header) }
-    }
-
     fn header_ref(&self) -> &Header {
         // SAFETY: a Runnable exists only while its actor has not finished, so the alive
         // reference keeps the cell (and its header) allocated (module note).
@@ -400,16 +390,6 @@ unsafe fn catches_up<T: Target>(header: NonNull<Header>) -> bool {
     // SAFETY: `Header` is the first field of the `repr(C)` cell; the cell is live (contract).
     let cell = unsafe { header.cast::<Cell<T>>().as_ref() };
     cell.mailbox.catches_up()
-}
-
-/// The messages waiting in a `Cell<T>`'s mailbox; the function in `T`'s vtable.
-///
-/// # Safety
-/// `header` is the header of a live `Cell<T>`.
-unsafe fn queued<T: Target>(header: NonNull<Header>) -> usize {
-    // SAFETY: as in `catches_up`.
-    let cell = unsafe { header.cast::<Cell<T>>().as_ref() };
-    cell.mailbox.len()
 }
 
 /// Runs one turn of a `Cell<T>`; the function in `T`'s vtable.

@@ -49,6 +49,7 @@ use super::forward::Forward;
 use crate::error::AskError;
 use crate::id::ActorId;
 use crate::loom::{self, thread, AtomicUsize, Ordering, UnsafeCell};
+#[cfg(not(troupe_loom))]
 use crate::role;
 use crate::timer::{TimerHandle, TimerId};
 
@@ -556,23 +557,22 @@ impl<R> Taker<R> {
     /// has taken (the request's own, most often), run here (`role::help_until`). A reply
     /// computed on this thread needs no worker to be woken for it and no wake-up of this
     /// thread, and it comes sooner than from a worker that would have to take the turn first
-    /// (`spin.rs`: help first). A wait with a deadline (`by` is `Waiter::ThreadUntil`) helps
-    /// only while the pool's turns run by such waits have been short (a turn run here may
-    /// outlast the deadline; see `LONG_HELP`).
+    /// (`spin.rs`: help first). Not for a wait with a deadline: a turn run here could outlast
+    /// it.
     #[cfg(not(troupe_loom))]
-    fn help(&self, target: ActorId, by: role::Waiter) {
-        role::help_until(target, &|| self.is_filled(), by);
+    fn help(&self, target: ActorId) {
+        role::help_until(target, &|| self.is_filled(), role::Waiter::Thread);
     }
 
     /// Under loom there is no spin, and no pool to help.
     #[cfg(troupe_loom)]
-    fn help(&self, _target: ActorId, _by: role::Waiter) {}
+    fn help(&self, _target: ActorId) {}
 
     /// Blocks until the value is there: spins briefly (not under loom, whose models cover the
     /// parking path), then parks with the thread registered for the filler to unpark.
     pub(crate) fn wait(self, help_with: Option<ActorId>) -> Result<R, AskError> {
         if let Some(target) = help_with {
-            self.help(target, role::Waiter::Thread);
+            self.help(target);
         }
         let mut taker = match self.spin(None) {
             Ok(result) => return result,
@@ -589,17 +589,9 @@ impl<R> Taker<R> {
     }
 
     /// Blocks until the value is there or `deadline` passes: the value, or `None` (the slot
-    /// is closed then: a later value is dropped by its filler). Helps first with `help_with`
-    /// as `wait` does, where the pool still lets threads with a deadline help (the caller
-    /// passes it only with at least `scheduler::LONG_HELP` left); then spins within the deadline.
-    pub(crate) fn wait_until(
-        self,
-        deadline: Instant,
-        help_with: Option<ActorId>,
-    ) -> Option<Result<R, AskError>> {
-        if let Some(target) = help_with {
-            self.help(target, role::Waiter::ThreadUntil);
-        }
+    /// is closed then: a later value is dropped by its filler). Spins first, as `wait`, within
+    /// the deadline.
+    pub(crate) fn wait_until(self, deadline: Instant) -> Option<Result<R, AskError>> {
         let mut taker = match self.spin(Some(deadline)) {
             Ok(result) => return Some(result),
             Err(taker) => taker,

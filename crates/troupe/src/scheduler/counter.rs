@@ -1,5 +1,5 @@
 //! A counter that grows with time and costs a few nanoseconds to read, for timing every run of
-//! turns a task runs for the pool (`external.rs`, `role::LONG_HELP`): two reads of the clock
+//! turns a task runs for the pool (`external.rs`, `LONG_HELP`): two reads of the clock
 //! (`Instant::now`) cost ~46 ns on the machines measured, a quarter of a whole ask a task helps
 //! with (~160 ns); two reads of this, ~18 ns. Its rate is not known up front: a count of
 //! [`SURELY_SHORT`] or more is turned into time with the rate measured since the pool began

@@ -40,7 +40,7 @@ use super::counter;
 use crate::id::ActorId;
 use crate::loom::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, Ordering};
 use crate::raw::{self, Ran, RunNext, Runnable};
-use crate::role::{self, Role, Waiter, LONG_HELP};
+use crate::role::{self, Role, Waiter};
 use crate::scheduler::TasksHelp;
 
 /// Queues per pool for outside threads (more sending threads than this share the injector).
@@ -65,9 +65,6 @@ pub(super) struct External {
     /// [`TasksHelp`] as `u8`, which goes from `WhileShort` to `Never` for good once turns run
     /// by a task held its thread for long ([`LONG_HELP`]).
     helped_by_tasks: AtomicU8,
-    /// Whether threads waiting with a deadline may run its actors: while `helped_by_waiters`,
-    /// until turns run by such a thread held it for long ([`LONG_HELP`]), and then never again.
-    helped_until_deadline: AtomicBool,
     /// The async runtime the pool's handlers run in, entered for turns a waiting thread runs.
     io: Option<tokio::runtime::Handle>,
     /// Turns run by waiting threads rather than by the pool's workers.
@@ -117,7 +114,6 @@ impl External {
             throughput,
             helped_by_waiters,
             helped_by_tasks: AtomicU8::new(helped_by_tasks as u8),
-            helped_until_deadline: AtomicBool::new(helped_by_waiters),
             io,
             helped: AtomicU64::new(0),
             began: (Instant::now(), counter::read()),
@@ -192,7 +188,6 @@ impl External {
     fn helped_by(&self, by: Waiter) -> bool {
         match by {
             Waiter::Thread => self.helped_by_waiters,
-            Waiter::ThreadUntil => self.helped_until_deadline.load(Ordering::Relaxed),
             Waiter::Task => self.tasks_help() != TasksHelp::Never,
         }
     }
@@ -274,39 +269,37 @@ fn help_until(target: ActorId, done: &dyn Fn() -> bool, by: Waiter) -> bool {
     let Some((runnable, external)) = take_own(target, by) else {
         return false;
     };
-    // A wait with a deadline runs the request's turn only if nothing waits ahead of the request
-    // (the turn would handle that first, however long it takes), and only about as far as the
-    // request: nothing that turn wakes, and at most one message sent after it (`run_helped`).
-    let deadline = by == Waiter::ThreadUntil;
-    if deadline && runnable.queued() > 1 {
-        runnable.schedule();
-        return done();
-    }
-    // Runs are timed where help lasts only while turns are short: a task's where the pool
-    // lets tasks help `WhileShort`, and a thread's that waits with a deadline.
-    let timed = match by {
-        Waiter::Thread => false,
-        Waiter::ThreadUntil => true,
-        Waiter::Task => external.tasks_help() == TasksHelp::WhileShort,
-    }
-    .then(counter::read);
-    run_helped(runnable, &external, done, !deadline);
+    // A task's runs are timed while the pool lets tasks help only while turns are short.
+    let timed =
+        (by == Waiter::Task && external.tasks_help() == TasksHelp::WhileShort).then(counter::read);
+    run_helped(runnable, &external, done);
     if let Some(start) = timed {
-        external.helped_for(by, counter::read().saturating_sub(start));
+        external.task_helped_for(counter::read().saturating_sub(start));
     }
     done()
 }
 
+/// A run of turns by a task longer than this holds up its thread's other tasks for longer
+/// than a task should run between two awaits; twice in a row on one thread, and tasks stop
+/// running the pool's actors ([`TasksHelp::WhileShort`]).
+///
+/// Why twice: an OS that takes the core from a thread in the middle of a short turn (a slice
+/// of 1-4 ms on a machine whose cores are all busy, the very case helping is for) makes that
+/// one run look long; the thread's next run starts a fresh slice, so two in a row are a
+/// handler's doing. A handler that sleeps or blocks on every message holds two of a task's
+/// asks, then never again.
+const LONG_HELP: Duration = Duration::from_millis(1);
+
 thread_local! {
-    /// The pool of this thread's last timed run of turns (its `External`'s address), who ran
-    /// it, and how many of its runs in a row, up to that one, lasted [`LONG_HELP`] or more.
-    static LONG_RUNS: Cell<(usize, Waiter, u8)> = const { Cell::new((0, Waiter::Task, 0)) };
+    /// The pool of this thread's last run of turns by a task (its `External`'s address), and
+    /// how many of its runs in a row, up to that one, lasted [`LONG_HELP`] or more.
+    static LONG_RUNS: Cell<(usize, u8)> = const { Cell::new((0, 0)) };
 }
 
 impl External {
-    /// A timed run of this pool's turns by `by` lasted `counted` ticks of [`counter::read`]
-    /// (see [`LONG_HELP`]).
-    fn helped_for(&self, by: Waiter, counted: u64) {
+    /// A task's run of this pool's turns lasted `counted` ticks of [`counter::read`] (see
+    /// [`LONG_HELP`]).
+    fn task_helped_for(&self, counted: u64) {
         let took = if counted < counter::SURELY_SHORT {
             Duration::ZERO
         } else {
@@ -320,60 +313,35 @@ impl External {
         let long_runs = LONG_RUNS.try_with(|last| {
             let runs = match last.get() {
                 _ if took < LONG_HELP => 0,
-                (same, who, runs) if same == pool && who == by => runs.saturating_add(1),
+                (same, runs) if same == pool => runs.saturating_add(1),
                 _ => 1,
             };
-            last.set((pool, by, runs));
+            last.set((pool, runs));
             runs
         });
-        if long_runs.unwrap_or(0) < 2 {
-            return;
-        }
-        let took_us = took.as_micros() as u64;
-        match by {
-            Waiter::Task => {
-                let stopped = self
-                    .helped_by_tasks
-                    .compare_exchange(
-                        TasksHelp::WhileShort as u8,
-                        TasksHelp::Never as u8,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    )
-                    .is_ok();
-                if stopped {
-                    tracing::warn!(
-                        took_us,
-                        "turns run by a task awaiting an ask held its thread for long twice in \
-                         a row: tasks no longer run this pool's actors (SystemBuilder::tasks_help)"
-                    );
-                }
-            }
-            Waiter::ThreadUntil => {
-                if self.helped_until_deadline.swap(false, Ordering::Relaxed) {
-                    tracing::warn!(
-                        took_us,
-                        "turns run by a thread waiting for a reply with a deadline held it for \
-                         long twice in a row: such threads no longer run this pool's actors \
-                         (Ask::wait_timeout)"
-                    );
-                }
-            }
-            Waiter::Thread => {}
+        let stopped = long_runs.unwrap_or(0) >= 2
+            && self
+                .helped_by_tasks
+                .compare_exchange(
+                    TasksHelp::WhileShort as u8,
+                    TasksHelp::Never as u8,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok();
+        if stopped {
+            tracing::warn!(
+                took_us = took.as_micros() as u64,
+                "turns run by a task awaiting an ask held its thread for long twice in a row: \
+                 tasks no longer run this pool's actors (SystemBuilder::tasks_help)"
+            );
         }
     }
 }
 
-/// The budget of a turn a wait with a deadline runs: its request, then one more. A turn ends
-/// as soon as it has spent its budget, without the look that finds the mailbox empty and lets
-/// the actor go idle: with a budget of one it would yield instead, and a worker would have to
-/// run it once more before the thread could schedule (and so help with) its next ask.
-const PART_BUDGET: usize = 2;
-
 /// Runs `first`, then what its turns put in this thread's run-next position, until `done`
-/// holds or the position is empty; what is left there then goes back to the pool. Not
-/// `whole`: one turn of `first` of at most [`PART_BUDGET`] messages, and nothing after it.
-fn run_helped(first: Runnable, external: &External, done: &dyn Fn() -> bool, whole: bool) {
+/// holds or the position is empty; what is left there then goes back to the pool.
+fn run_helped(first: Runnable, external: &External, done: &dyn Fn() -> bool) {
     let _worker = role::enter(Role::Worker { may_block: false });
     let _io = external.io.as_ref().map(tokio::runtime::Handle::enter);
     // Held so that the position names a live pool while it is entered (a pool allocated later
@@ -386,15 +354,10 @@ fn run_helped(first: Runnable, external: &External, done: &dyn Fn() -> bool, who
         let mut runnable = first;
         loop {
             turns += 1;
-            let budget = if whole {
-                external.throughput
-            } else {
-                PART_BUDGET
-            };
-            if let Ran::Yield(again) = runnable.run(budget, None) {
+            if let Ran::Yield(again) = runnable.run(external.throughput, None) {
                 again.schedule();
             }
-            if done() || !whole {
+            if done() {
                 break;
             }
             match next.take() {

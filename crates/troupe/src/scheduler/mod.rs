@@ -59,7 +59,7 @@ pub(crate) enum TasksHelp {
     Never,
     Always,
     /// Until runs of turns by a task held its thread for long twice in a row
-    /// (`role::LONG_HELP`); then `Never` on that pool.
+    /// (`external::LONG_HELP`); then `Never` on that pool.
     WhileShort,
 }
 

@@ -8,11 +8,9 @@
 //! an ask awaited in `System::block_on`; other actors the thread scheduled are left to the
 //! pool; a task of another runtime helps by default until turns it ran held its thread for
 //! long twice in a row, always where the system says so, never where it says no
-//! (`SystemBuilder::tasks_help`), panics included; a thread's wait with a deadline helps as a
-//! task does by default, until turns held it twice in a row, and never with less than a
-//! millisecond left; an ask's own timer (`ask_timeout`) does not help, nor an ask
-//! `without_help`, nor a task polling for an actor's end (`Addr::stopped`); and a system that
-//! said no. Every message created is dropped exactly once.
+//! (`SystemBuilder::tasks_help`), panics included; waits with a deadline do not help, nor an
+//! ask `without_help`, nor a task polling for an actor's end (`Addr::stopped`); and a system that said no. Every message created is dropped exactly
+//! once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -498,66 +496,15 @@ fn a_task_s_wait_with_a_deadline_does_not_help() {
 }
 
 #[test]
-fn a_thread_s_wait_with_a_deadline_runs_its_own_request_until_turns_hold_it_twice_in_a_row() {
+fn waits_with_a_deadline_do_not_help() {
     let held = Held::new(System::builder());
     let echo = held.system.spawn(Echo { handled: 0 });
-    let me = std::thread::current().id();
-    let long = Duration::from_millis(5);
-    // Only this thread can run the requests (the worker is held). Short turns, and long ones
-    // never twice in a row: it runs every one, and each reply comes well within its deadline.
-    for nap in [None, Some(long), None, Some(long), None] {
-        let thread = match nap {
-            Some(time) => echo.ask(Nap(time)).wait_timeout(LONG).unwrap(),
-            None => echo.ask(Where).wait_timeout(LONG).unwrap().0,
-        };
-        assert_eq!(thread, me);
-    }
-    assert_eq!(held.helped_turns(), 5);
-    // Two long ones in a row: both ran here, and waits with a deadline stop helping the pool.
-    for _ in 0..2 {
-        assert_eq!(echo.ask(Nap(long)).wait_timeout(LONG).unwrap(), me);
-    }
     let limit = Duration::from_millis(30);
+    // Only the held worker could run it, and it is held: both time out.
     assert_eq!(
         echo.ask(Where).wait_timeout(limit),
         Err(AskError::Timeout(limit))
     );
-    assert_eq!(held.helped_turns(), 7);
-    // A wait without a deadline still runs the request here, after the one that timed out.
-    let (thread, _, handled) = echo.ask(Where).wait().unwrap();
-    assert_eq!((thread, handled), (me, 9));
-    held.finish();
-}
-
-#[test]
-fn a_wait_with_a_deadline_leaves_a_request_with_messages_ahead_of_it_to_the_workers() {
-    let held = Held::new(System::builder());
-    let echo = held.system.spawn(Echo { handled: 0 });
-    // A message ahead of the request: the turn would handle it first, however long it took.
-    echo.tell(Bump).unwrap();
-    let limit = Duration::from_millis(30);
-    assert_eq!(
-        echo.ask(Where).wait_timeout(limit),
-        Err(AskError::Timeout(limit))
-    );
-    assert_eq!(held.helped_turns(), 0);
-    // Both are handled, in order, once the worker is free (the timed-out reply dropped).
-    let system = held.system.clone();
-    held.finish_keeping(&echo);
-    drop(system);
-}
-
-#[test]
-fn an_ask_s_own_timer_and_a_deadline_under_a_millisecond_do_not_help() {
-    let held = Held::new(System::builder());
-    let echo = held.system.spawn(Echo { handled: 0 });
-    // Only the held worker could run them, and it is held: both time out.
-    let short = Duration::from_micros(900);
-    assert_eq!(
-        echo.ask(Where).wait_timeout(short),
-        Err(AskError::Timeout(short))
-    );
-    let limit = Duration::from_millis(30);
     assert_eq!(
         held.system.block_on(echo.ask_timeout(Where, limit)),
         Err(AskError::Timeout(limit))
