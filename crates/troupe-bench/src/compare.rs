@@ -25,7 +25,8 @@ use serde_json::{json, Map, Value};
 use troupe_results::{counts_work, describe_counters};
 
 use crate::report::{
-    core_to_core_value, human, params_text, summarize, Machine, Record, Runner, CORE_TO_CORE,
+    core_to_core_value, host_speed_value, human, params_text, summarize, Machine, Record, Runner,
+    CORE_TO_CORE, HOST_SPEED,
 };
 
 /// The scenarios a comparison can run.
@@ -759,13 +760,14 @@ pub fn gather(runner: &Runner, options: &CompareOptions) -> Result<Comparison> {
                     own_case.key()
                 ));
                 let apart = troupe_results::probe::core_to_core_ns();
+                let host = troupe_results::probe::host_speed();
                 let outcome = run_process(contender, own_case, warmup, reps, options.timeout);
                 done += 1;
                 let key_case = case.key();
                 match outcome {
                     Outcome::Records(records) => {
                         for mut r in records {
-                            note_cores_apart(&mut r, apart);
+                            note_probes(&mut r, apart, host);
                             let slot = table
                                 .entry((key_case.clone(), r.metric.clone()))
                                 .or_default()
@@ -865,20 +867,93 @@ pub fn gather(runner: &Runner, options: &CompareOptions) -> Result<Comparison> {
     })
 }
 
-/// Gives every repetition of `r` the distance between two cores measured right before its
-/// process started (see `troupe_results::probe`), unless the process measured its own just
-/// before the repetition (troupe does). A JVM process runs all its repetitions after the one
-/// figure: each gets it. Without a figure nothing changes.
-fn note_cores_apart(r: &mut Record, apart: Option<f64>) {
-    let Some(ns) = apart else { return };
+/// Gives every repetition of `r` the distance between two cores and the host's speed measured
+/// right before its process started (see `troupe_results::probe`), unless the process measured
+/// its own just before the repetition (troupe does). A JVM process runs all its repetitions
+/// after the one figure: each gets it. Without a figure nothing changes.
+fn note_probes(r: &mut Record, apart: Option<f64>, host: Option<f64>) {
+    if apart.is_none() && host.is_none() {
+        return;
+    }
     if r.counters.len() != r.samples.len() {
         r.counters = vec![Map::new(); r.samples.len()];
     }
     for counters in &mut r.counters {
-        counters
-            .entry(CORE_TO_CORE)
-            .or_insert_with(|| core_to_core_value(ns));
+        if let Some(ns) = apart {
+            counters
+                .entry(CORE_TO_CORE)
+                .or_insert_with(|| core_to_core_value(ns));
+        }
+        if let Some(m) = host {
+            counters
+                .entry(HOST_SPEED)
+                .or_insert_with(|| host_speed_value(m));
+        }
     }
+}
+
+/// Each contender's spread (max / min of its repetitions) beside the spread of the host's speed
+/// measured right before the same repetitions, and how closely the two follow each other (the
+/// correlation of the samples with the host's figures, over three repetitions or more): a
+/// spread the host's own shows is not the runtime's. `None` if no contender has two
+/// repetitions with a host figure each.
+fn by_host_speed(by_contender: &BTreeMap<String, Gathered>) -> Option<String> {
+    let parts: Vec<String> = by_contender
+        .iter()
+        .filter(|(_, g)| g.failure.is_none() && g.counters.len() == g.samples.len())
+        .filter_map(|(name, g)| {
+            let pairs: Vec<(f64, f64)> = g
+                .samples
+                .iter()
+                .zip(&g.counters)
+                .filter_map(|(&sample, c)| Some((sample, c.get(HOST_SPEED)?.as_f64()?)))
+                .filter(|&(sample, host)| sample > 0.0 && host > 0.0)
+                .collect();
+            if pairs.len() < 2 {
+                return None;
+            }
+            let spread = |of: &dyn Fn(&(f64, f64)) -> f64| {
+                let (lo, hi) = pairs
+                    .iter()
+                    .map(of)
+                    .fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
+                        (lo.min(x), hi.max(x))
+                    });
+                (lo, hi, hi / lo)
+            };
+            let (_, _, own) = spread(&|p| p.0);
+            let (lo, hi, host) = spread(&|p| p.1);
+            let correlation = correlation(&pairs)
+                .filter(|_| pairs.len() >= 3)
+                .map_or(String::new(), |r| format!(", correlation {r:.2}"));
+            Some(format!(
+                "{name} {own:.2}x against the host's {host:.2}x ({lo:.0}-{hi:.0}{correlation})"
+            ))
+        })
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Spread, max / min of the repetitions, beside the host's speed right before each (M \
+         steps a second of a chase through 64 KiB): {}.",
+        parts.join("; ")
+    ))
+}
+
+/// Pearson's correlation of the pairs' two members; `None` if either does not vary.
+fn correlation(pairs: &[(f64, f64)]) -> Option<f64> {
+    let n = pairs.len() as f64;
+    let (mx, my) = pairs
+        .iter()
+        .fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for &(x, y) in pairs {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx) * (x - mx);
+        syy += (y - my) * (y - my);
+    }
+    (sxx > 0.0 && syy > 0.0).then(|| sxy / (sxx * syy).sqrt())
 }
 
 /// The range of the core-to-core figures of a contender's repetitions (`41-44 ns`), or an
@@ -1043,6 +1118,10 @@ fn render_markdown(
             }
         }
         if let Some(line) = by_distance(by_contender, higher_is_better(&unit)) {
+            md.push_str(&line);
+            md.push_str("\n\n");
+        }
+        if let Some(line) = by_host_speed(by_contender) {
             md.push_str(&line);
             md.push_str("\n\n");
         }
@@ -1339,27 +1418,69 @@ mod tests {
     fn each_repetition_gets_the_probe_unless_it_measured_its_own() {
         // A peer's process: no counters; every repetition gets the harness's figure.
         let mut peer = record(vec![1.0, 2.0]);
-        note_cores_apart(&mut peer, Some(41.26));
+        note_probes(&mut peer, Some(41.26), Some(301.04));
         assert_eq!(peer.counters.len(), 2);
         assert!(peer.counters.iter().all(|c| c[CORE_TO_CORE] == json!(41.3)));
+        assert!(peer.counters.iter().all(|c| c[HOST_SPEED] == json!(301.0)));
         // troupe's process measured its own right before its repetition: kept.
         let mut own = record(vec![1.0]);
         let mut counters = Map::new();
         counters.insert(CORE_TO_CORE.into(), json!(190.0));
+        counters.insert(HOST_SPEED.into(), json!(150.0));
         counters.insert("turns".into(), json!(7));
         own.counters = vec![counters];
-        note_cores_apart(&mut own, Some(40.0));
+        note_probes(&mut own, Some(40.0), Some(300.0));
         assert_eq!(own.counters[0][CORE_TO_CORE], json!(190.0));
+        assert_eq!(own.counters[0][HOST_SPEED], json!(150.0));
         assert_eq!(own.counters[0]["turns"], json!(7));
         // No figure: nothing changes.
         let mut none = record(vec![1.0]);
-        note_cores_apart(&mut none, None);
+        note_probes(&mut none, None, None);
         assert!(none.counters.is_empty());
         assert_eq!(cores_apart_range(&none.counters), "");
         assert_eq!(cores_apart_range(&peer.counters), "41 ns");
         let mut both = peer.counters.clone();
         both.extend(own.counters);
         assert_eq!(cores_apart_range(&both), "41-190 ns");
+    }
+
+    #[test]
+    fn spreads_are_shown_beside_the_hosts() {
+        let with_host = |samples: &[f64], hosts: &[f64]| {
+            let mut g = Gathered {
+                samples: samples.to_vec(),
+                ..Default::default()
+            };
+            g.counters = hosts
+                .iter()
+                .map(|&m| Map::from_iter([(HOST_SPEED.to_owned(), json!(m))]))
+                .collect();
+            g
+        };
+        let mut table = BTreeMap::new();
+        // Follows the host exactly: correlation 1.
+        table.insert(
+            "troupe".to_owned(),
+            with_host(&[10.0, 20.0, 15.0], &[100.0, 200.0, 150.0]),
+        );
+        // Two repetitions: a spread, no correlation.
+        table.insert("go".to_owned(), with_host(&[8.0, 10.0], &[200.0, 200.0]));
+        let line = by_host_speed(&table).expect("a line");
+        assert!(
+            line.contains("troupe 2.00x against the host's 2.00x (100-200, correlation 1.00)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("go 1.25x against the host's 1.00x (200-200)"),
+            "{line}"
+        );
+        // Moves against the host: negative.
+        let against = [(1.0, 3.0), (2.0, 2.0), (3.0, 1.0)];
+        assert!((correlation(&against).unwrap() + 1.0).abs() < 1e-9);
+        // No host figures: no line; a failed contender is left out.
+        let mut bare = BTreeMap::new();
+        bare.insert("troupe".to_owned(), gathered(&[1.0, 2.0], &[25.0, 26.0]));
+        assert_eq!(by_host_speed(&bare), None);
     }
 
     #[test]

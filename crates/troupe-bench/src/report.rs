@@ -17,9 +17,10 @@ pub use troupe_results::{human, params_text, summarize, Machine, Record};
 /// The runtime's counters over one repetition, as written into a record (`Record::counters`).
 pub type Counters = Map<String, Value>;
 
-// The counter holding how far apart two cores were right before the repetition: half a round
-// trip of a cache line between them, in nanoseconds (`troupe_results::probe`).
-pub use troupe_results::probe::{core_to_core_value, CORE_TO_CORE};
+// The counters holding how far apart two cores were right before the repetition (half a round
+// trip of a cache line between them, in nanoseconds) and how fast the host ran plain code then
+// (`troupe_results::probe`).
+pub use troupe_results::probe::{core_to_core_value, host_speed_value, CORE_TO_CORE, HOST_SPEED};
 
 /// How repetitions are run and results printed.
 #[derive(Debug, Clone)]
@@ -64,7 +65,8 @@ impl Runner {
     /// Before the first repetition and after each, it waits (microseconds; at most a second)
     /// until no worker runs a turn, so the counters hold every turn of the repetition. Right
     /// before each repetition it measures how far apart two cores are
-    /// (`troupe_results::probe`), kept as [`CORE_TO_CORE`]; around it, what the process met
+    /// and how fast the host runs (`troupe_results::probe`), kept as [`CORE_TO_CORE`] and
+    /// [`HOST_SPEED`]; around it, what the process met
     /// that its figure does not show (`troupe_results::usage`).
     pub fn measure_counted<const METRICS: usize>(
         &self,
@@ -76,6 +78,7 @@ impl Runner {
         let mut before = settled_pool(system);
         let samples = self.measure(label, || {
             let apart = troupe_results::probe::core_to_core_ns();
+            let host = troupe_results::probe::host_speed();
             let process = ProcessUsage::now();
             let started = Instant::now();
             let (values, messages) = once()?;
@@ -90,6 +93,9 @@ impl Runner {
             }
             if let Some(ns) = apart {
                 counters.insert(CORE_TO_CORE.into(), core_to_core_value(ns));
+            }
+            if let Some(m) = host {
+                counters.insert(HOST_SPEED.into(), host_speed_value(m));
             }
             counts.push(counters);
             before = after;

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::probe::CORE_TO_CORE;
+use crate::probe::{CORE_TO_CORE, HOST_SPEED};
 use crate::usage::CPUS;
 
 /// Counts shown when above zero: (key, one of them).
@@ -63,12 +63,17 @@ pub fn describe_counters(counters: &Map<String, Value>) -> String {
     if let Some(ns) = number(CORE_TO_CORE) {
         parts.push(format!("{ns:.0} ns apart"));
     }
+    if let Some(m) = number(HOST_SPEED) {
+        parts.push(format!("host at {m:.0} M steps/s"));
+    }
     parts.join(", ")
 }
 
-/// True if the counters say what a runtime did (not only how far apart the cores were).
+/// True if the counters say what a runtime did (not only what the probes said of the host).
 pub fn counts_work(counters: &Map<String, Value>) -> bool {
-    counters.keys().any(|k| k != CORE_TO_CORE)
+    counters
+        .keys()
+        .any(|k| k != CORE_TO_CORE && k != HOST_SPEED)
 }
 
 #[cfg(test)]

@@ -122,8 +122,96 @@ fn lead(line: &AtomicU64) -> Vec<f64> {
     batches
 }
 
-#[cfg(target_os = "linux")]
+/// The key of the host's speed right before a repetition (`host_speed`) in its counters.
+pub const HOST_SPEED: &str = "host_chase_m";
+
+/// The host's speed as recorded: millions of steps a second, to one decimal.
+pub fn host_speed_value(m: f64) -> Value {
+    json!((m * 10.0).round() / 10.0)
+}
+
+/// Entries of the chase's cycle: 64 KiB, more than a core's first-level cache and far less
+/// than any second-level one.
+const CHASE_ENTRIES: usize = 8 * 1024;
+/// One window of the chase; each CPU runs [`CHASE_WINDOWS`] of them.
+const CHASE_WINDOW: Duration = Duration::from_micros(500);
+const CHASE_WINDOWS: usize = 8;
+/// Steps between two reads of the clock.
+const CHASE_STEPS: u32 = 256;
+
+/// How fast this host runs plain code right now: a chase through a random cycle of 64 KiB
+/// (each step one load that depends on the one before, from the second-level cache), on each
+/// of the first two CPUs this process may use in turn, in millions of steps a second (the
+/// median of short windows on both; on one CPU if the process may use only one). `None`
+/// where CPUs cannot be pinned.
+///
+/// Why: a virtual CPU shares its core, and that core's caches, with whatever the host runs
+/// beside it. On a shared host the same loop, pinned to one CPU, ran 170-330 M steps a second
+/// from one 10 ms window to the next. Every repetition of a benchmark meets that too, and a
+/// runtime whose messages touch more memory (many mailboxes) meets it more; measured right
+/// before each repetition and kept beside its sample, it tells a slow host from a slow run.
+pub fn host_speed() -> Option<f64> {
+    let mut windows = Vec::with_capacity(2 * CHASE_WINDOWS);
+    for cpu in allowed_cpus(2) {
+        let measured = std::thread::scope(|s| {
+            s.spawn(move || pin(cpu).then(chase_windows))
+                .join()
+                .ok()
+                .flatten()
+        })?;
+        windows.extend(measured);
+    }
+    if windows.is_empty() {
+        return None;
+    }
+    windows.sort_by(f64::total_cmp);
+    Some(windows[windows.len() / 2])
+}
+
+/// Builds the cycle (Sattolo's shuffle: one cycle through every entry) and chases it for
+/// [`CHASE_WINDOWS`] windows; each window's rate in millions of steps a second.
+fn chase_windows() -> Vec<f64> {
+    let mut next: Vec<u32> = (0..CHASE_ENTRIES as u32).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for i in (1..CHASE_ENTRIES).rev() {
+        // xorshift64: a fixed sequence, so every probe chases the same cycle.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let j = (seed % i as u64) as usize;
+        next.swap(i, j);
+    }
+    let mut at = 0u32;
+    // Once round the cycle so its lines are in the cache before the first window.
+    for _ in 0..CHASE_ENTRIES {
+        at = next[at as usize];
+    }
+    let mut rates = Vec::with_capacity(CHASE_WINDOWS);
+    for _ in 0..CHASE_WINDOWS {
+        let start = Instant::now();
+        let mut steps = 0u64;
+        while start.elapsed() < CHASE_WINDOW {
+            for _ in 0..CHASE_STEPS {
+                at = next[at as usize];
+            }
+            steps += u64::from(CHASE_STEPS);
+        }
+        rates.push(steps as f64 / start.elapsed().as_secs_f64() / 1e6);
+    }
+    std::hint::black_box(at);
+    rates
+}
+
 fn first_two_cpus() -> Option<(usize, usize)> {
+    match allowed_cpus(2)[..] {
+        [a, b] => Some((a, b)),
+        _ => None,
+    }
+}
+
+/// The first `n` CPUs (or fewer) this process may run on; empty where that cannot be read.
+#[cfg(target_os = "linux")]
+fn allowed_cpus(n: usize) -> Vec<usize> {
     // SAFETY: an all-zero cpu_set_t is a valid empty set; sched_getaffinity writes at most
     // its size into it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -131,17 +219,18 @@ fn first_two_cpus() -> Option<(usize, usize)> {
     // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
     let got = unsafe { libc::sched_getaffinity(0, size, &mut set) };
     if got != 0 {
-        return None;
+        return Vec::new();
     }
     // SAFETY: CPU_ISSET only reads the set, for indices below CPU_SETSIZE.
-    let mut allowed =
-        (0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) });
-    Some((allowed.next()?, allowed.next()?))
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .take(n)
+        .collect()
 }
 
 #[cfg(not(target_os = "linux"))]
-fn first_two_cpus() -> Option<(usize, usize)> {
-    None
+fn allowed_cpus(_n: usize) -> Vec<usize> {
+    Vec::new()
 }
 
 /// Pins the calling thread to `cpu`; false if the system refused.
@@ -164,6 +253,22 @@ fn pin(_cpu: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_speed_is_measured_on_every_cpu_it_may_pin() {
+        let start = Instant::now();
+        let measured = host_speed();
+        // Two CPUs' windows, plus starting two threads on a loaded machine.
+        assert!(start.elapsed() < 2 * CHASE_WINDOW * CHASE_WINDOWS as u32 + Duration::from_secs(5));
+        if allowed_cpus(1).is_empty() {
+            assert_eq!(measured, None, "no CPU to pin to: no figure");
+        } else {
+            let m = measured.expect("a CPU to pin to: a figure");
+            // A step is one load from the cache: well under a microsecond, well over a
+            // nanosecond's fraction on any machine this runs on.
+            assert!(m > 1.0 && m < 10_000.0, "millions of steps a second: {m}");
+        }
+    }
 
     #[test]
     fn the_probe_measures_two_cpus_within_its_budget() {

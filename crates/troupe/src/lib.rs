@@ -5,12 +5,14 @@
 // The layers, bottom first. A module uses only modules listed above it (a test,
 // `tests/suite/layers.rs`, checks every `crate::` path against this order).
 
-// 1. Foundations: the model-checker shim, ids, failures, errors, the calling thread's role.
+// 1. Foundations: the model-checker shim, ids, failures, errors, the calling thread's role,
+//    yields that give way to a busy machine.
 mod loom;
 mod id;
 mod failure;
 mod error;
 mod role;
+mod give_way;
 
 // 2. Concurrent building blocks, each standing alone: shelves of free values (reply slots,
 //    mailbox blocks), the mailbox, the signal lane, bounded admission, lazily allocated

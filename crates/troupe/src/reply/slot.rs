@@ -532,7 +532,11 @@ impl<R> Taker<R> {
                 if now - since >= YIELDING_FOR || deadline.is_some_and(|d| now >= d) {
                     break;
                 }
-                std::thread::yield_now();
+                if !crate::give_way::yield_now() {
+                    // The core went to another runnable thread for long, or lately did:
+                    // parked, this thread is woken by the reply at once (see `give_way`).
+                    break;
+                }
             } else {
                 std::hint::spin_loop();
             }

@@ -31,6 +31,7 @@ use crossbeam_utils::sync::Parker;
 
 use super::idle::Park;
 use super::PoolShared;
+use crate::give_way;
 use crate::loom::Ordering;
 use crate::raw::{self, Executor, HandedOff, Ran, RunNext, Runnable};
 use crate::role::{self, Role};
@@ -370,8 +371,10 @@ impl<'a> WorkerLoop<'a> {
                 for _ in 0..(1 << round.min(6)) {
                     std::hint::spin_loop();
                 }
-            } else {
-                std::thread::yield_now();
+            } else if !give_way::yield_now() {
+                // Beside busy threads a yield costs a time slice: park, and be woken by the
+                // next work at once (see `give_way`).
+                break;
             }
         }
         if self.shared.shutdown.load(Ordering::SeqCst) {

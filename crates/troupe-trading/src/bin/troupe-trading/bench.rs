@@ -166,15 +166,36 @@ pub fn cpu_us() -> f64 {
     ProcessUsage::now().cpu_us
 }
 
-/// The counters of a repetition that ran no actors (a baseline's): how far apart two cores
-/// were right before it, if measured.
-pub fn core_to_core(apart: Option<f64>) -> Map<String, Value> {
-    Map::from_iter(apart.map(|ns| {
-        (
-            probe::CORE_TO_CORE.to_owned(),
-            probe::core_to_core_value(ns),
-        )
-    }))
+/// What the probes said of the host right before a repetition (`troupe_results::probe`): how
+/// far apart two cores were, and how fast it ran plain code; `None` where not measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Probed {
+    pub apart: Option<f64>,
+    pub host: Option<f64>,
+}
+
+impl Probed {
+    /// Both probes, now.
+    pub fn now() -> Self {
+        Probed {
+            apart: probe::core_to_core_ns(),
+            host: probe::host_speed(),
+        }
+    }
+
+    /// The counters of a repetition that ran no actors (a baseline's): the probes' figures.
+    pub fn counters(&self) -> Map<String, Value> {
+        let apart = self.apart.map(|ns| {
+            (
+                probe::CORE_TO_CORE.to_owned(),
+                probe::core_to_core_value(ns),
+            )
+        });
+        let host = self
+            .host
+            .map(|m| (probe::HOST_SPEED.to_owned(), probe::host_speed_value(m)));
+        Map::from_iter(apart.into_iter().chain(host))
+    }
 }
 
 /// What the runtime did for the orders of a measured run: the pool's counters and the
@@ -240,10 +261,10 @@ impl Costs {
         }
     }
 
-    /// One repetition's counters for its records (`Record::counters`), with how far apart two
-    /// cores were right before it when measured: so a slow repetition explains itself in the
+    /// One repetition's counters for its records (`Record::counters`), with what the probes said
+    /// of the host right before it when measured: so a slow repetition explains itself in the
     /// JSON (`troupe-bench` records the same for its scenarios).
-    pub fn counters(&self, apart: Option<f64>) -> Map<String, Value> {
+    pub fn counters(&self, probed: &Probed) -> Map<String, Value> {
         let rounded = |x: f64, places: i32| {
             let scale = 10f64.powi(places);
             json!((x * scale).round() / scale)
@@ -256,7 +277,7 @@ impl Costs {
         counters.insert("parks_per_order".into(), rounded(self.parks, 4));
         counters.insert("width".into(), json!(self.width));
         counters.insert("width_changes".into(), json!(self.width_changes));
-        counters.extend(core_to_core(apart));
+        counters.extend(probed.counters());
         counters
     }
 
@@ -337,7 +358,11 @@ pub fn closed(
                             h.saturating_record((t.as_nanos() as u64).max(1));
                         }
                     }
-                    let apart = (rep >= setup.warmup).then(probe::core_to_core_ns).flatten();
+                    let probed = if rep >= setup.warmup {
+                        Probed::now()
+                    } else {
+                        Probed::default()
+                    };
                     let outcome = closed_once(setup, style, log, clients, orders);
                     progress.run_done();
                     match outcome {
@@ -345,7 +370,7 @@ pub fn closed(
                             samples.push_counted(
                                 report.throughput(),
                                 &report.latency,
-                                cost.counters(apart),
+                                cost.counters(&probed),
                             );
                             batches.extend(per_commit);
                             costs.push(cost);

@@ -10,9 +10,10 @@
 //! record: the threads' CPU time per order / troupe's, within each repetition (CPU time per
 //! order does not depend on how much of the machine other work leaves each contender: 40
 //! client threads get a larger share of a busy machine than troupe's 2 workers). Each
-//! repetition's line also says how far apart two cores were right before it
-//! (`troupe_results::probe`): on a virtual machine the host moves the CPUs between
-//! neighbouring and distant cores, and both contenders slow down on distant ones.
+//! repetition's line also says how far apart two cores were right before it, and how fast the
+//! host ran plain code (`troupe_results::probe`): on a virtual machine the host moves the CPUs
+//! between neighbouring and distant cores, and shares their caches with what else it runs, and
+//! both contenders slow down with either.
 
 use anyhow::Result;
 use serde_json::json;
@@ -69,7 +70,7 @@ pub fn run(
                 .collect();
             for rep in 0..setup.warmup + setup.repeat {
                 let is_measured = rep >= setup.warmup;
-                let apart = troupe_results::probe::core_to_core_ns();
+                let probed = bench::Probed::now();
                 let cpu_before = bench::cpu_us();
                 let base = baseline::once(setup, Kind::Threads, log, clients, orders);
                 let base_cpu = (bench::cpu_us() - cpu_before) / measured as f64;
@@ -77,7 +78,7 @@ pub fn run(
                 let base = match base {
                     Ok((tput, h)) => {
                         if is_measured {
-                            threads.push_counted(tput, &h, bench::core_to_core(apart));
+                            threads.push_counted(tput, &h, probed.counters());
                             threads_cpu.push(base_cpu);
                         }
                         tput
@@ -92,7 +93,14 @@ pub fn run(
                     "{what}, repetition {}{}{}: threads {:.2} M ({:.2} us CPU per order)",
                     rep + 1,
                     if is_measured { "" } else { " (warm-up)" },
-                    apart.map_or(String::new(), |ns| format!(" (cores {ns:.0} ns apart)")),
+                    match (probed.apart, probed.host) {
+                        (Some(ns), Some(m)) => {
+                            format!(" (cores {ns:.0} ns apart, host at {m:.0} M steps/s)")
+                        }
+                        (Some(ns), None) => format!(" (cores {ns:.0} ns apart)"),
+                        (None, Some(m)) => format!(" (host at {m:.0} M steps/s)"),
+                        (None, None) => String::new(),
+                    },
                     base / 1e6,
                     base_cpu,
                 );
@@ -119,7 +127,7 @@ pub fn run(
                             );
                             if is_measured {
                                 cpu_ratios[i].push(base_cpu / cost.cpu_us);
-                                samples.push_counted(tput, &report.latency, cost.counters(apart));
+                                samples.push_counted(tput, &report.latency, cost.counters(&probed));
                                 ratios.push(tput / base);
                                 costs.push(cost);
                             }
