@@ -145,11 +145,12 @@ const CHASE_STEPS: u32 = 256;
 /// median of short windows on both; on one CPU if the process may use only one). `None`
 /// where CPUs cannot be pinned.
 ///
-/// Why: a virtual CPU shares its core, and that core's caches, with whatever the host runs
-/// beside it. On a shared host the same loop, pinned to one CPU, ran 170-330 M steps a second
-/// from one 10 ms window to the next. Every repetition of a benchmark meets that too, and a
-/// runtime whose messages touch more memory (many mailboxes) meets it more; measured right
-/// before each repetition and kept beside its sample, it tells a slow host from a slow run.
+/// Why: how fast a virtual CPU runs depends on what the host runs beside it. On the shared
+/// host the benchmarks were measured on, the same chase pinned to one CPU ran 170-330 M steps
+/// a second from one 10 ms window to the next (a 4 KiB chase, in the first-level cache, moved
+/// 10-20 %; a 4 MiB one fourfold). Every repetition of a benchmark meets that too; measured
+/// right before each repetition and kept beside its sample, it tells a slow host from a slow
+/// run (`troupe-bench compare` prints each contender's spread beside the host's).
 pub fn host_speed() -> Option<f64> {
     let mut windows = Vec::with_capacity(2 * CHASE_WINDOWS);
     for cpu in allowed_cpus(2) {

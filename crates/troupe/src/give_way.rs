@@ -10,7 +10,7 @@
 //! stays runnable and waits that slice out even when what it waits for is there a microsecond
 //! later, where a parked thread would have been woken by it at once. A worker yielding while
 //! it searched for work, and an asker yielding while it looked for its reply, each met such a
-//! slice on most round trips: asks with a deadline from a plain thread fell from 0.7-0.9 M a
+//! slice on most round trips: asks with a deadline from a plain thread fell from 0.4-0.9 M a
 //! second to 20-120 k (BENCHMARKS.md, "A yield that loses the core").
 //!
 //! So each thread times its yields: one that kept the core away for [`LOST`] or more (a
