@@ -112,6 +112,12 @@ mod tests {
         let probe_only = map(json!({"core_to_core_ns": 22.5}));
         assert_eq!(describe_counters(&probe_only), "22 ns apart");
         assert!(!counts_work(&probe_only));
+        let probes_only = map(json!({"core_to_core_ns": 80.4, "host_chase_m": 412.6}));
+        assert_eq!(
+            describe_counters(&probes_only),
+            "80 ns apart, host at 413 M steps/s"
+        );
+        assert!(!counts_work(&probes_only));
         assert_eq!(describe_counters(&map(json!({"unknown": 1}))), "");
     }
 }

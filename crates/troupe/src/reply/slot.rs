@@ -517,7 +517,8 @@ impl<R> Taker<R> {
     }
 
     /// Looks for the value after each of [`SPINS`] spin hints, yielding the core now and then
-    /// after the first [`SPINS_BEFORE_YIELD`] and for [`YIELDING_FOR`] at most, and with a
+    /// after the first [`SPINS_BEFORE_YIELD`] and for [`YIELDING_FOR`] at most (and not at all
+    /// once a yield lost the core to a busy thread: `give_way`), and with a
     /// `deadline` stops once it has passed (the clock is read where the spin yields, and once
     /// before: the look at the slot is a load that hits in this core's cache, the clock is a
     /// call). The value, or the taker back.

@@ -44,7 +44,8 @@ const REFUSED_BARRIER_NAP: std::time::Duration = std::time::Duration::from_milli
 
 /// LIFO turns in a row after which waiting work elsewhere takes precedence.
 const LIFO_STREAK: u32 = 64;
-/// Rounds of stealing before a worker with nothing to do parks.
+/// Rounds of stealing before a worker with nothing to do parks: the first half after short
+/// spins, the rest after a yield each (ended early by a yield that lost the core, `give_way`).
 const SEARCH_ROUNDS: u32 = 16;
 
 /// A batch from `queue` into `local`, and one actor to run now.
