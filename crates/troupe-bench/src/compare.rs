@@ -912,17 +912,11 @@ fn by_host_speed(by_contender: &BTreeMap<String, Gathered>) -> Option<String> {
             if pairs.len() < 2 {
                 return None;
             }
-            let spread = |of: &dyn Fn(&(f64, f64)) -> f64| {
-                let (lo, hi) = pairs
-                    .iter()
-                    .map(of)
-                    .fold((f64::INFINITY, 0.0f64), |(lo, hi), x| {
-                        (lo.min(x), hi.max(x))
-                    });
-                (lo, hi, hi / lo)
-            };
-            let (_, _, own) = spread(&|p| p.0);
-            let (lo, hi, host) = spread(&|p| p.1);
+            let (samples, hosts): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+            let (_, min, max) = summarize(&samples);
+            let own = max / min;
+            let (_, lo, hi) = summarize(&hosts);
+            let host = hi / lo;
             let correlation = correlation(&pairs)
                 .filter(|_| pairs.len() >= 3)
                 .map_or(String::new(), |r| format!(", correlation {r:.2}"));

@@ -22,8 +22,9 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-/// A yield that kept the core away this long lost it to another runnable thread.
-const LOST: Duration = Duration::from_micros(20);
+/// A yield that kept the core away this long lost it to another runnable thread (a task's
+/// look for its reply, `reply/spin.rs`, ends at such a yield too).
+pub(crate) const LOST: Duration = Duration::from_micros(20);
 
 /// Calls that do not yield after a yield lost the core.
 const SKIPPED_AFTER_LOSS: u32 = 64;

@@ -54,8 +54,9 @@ const SPIN_FOR: Duration = Duration::from_micros(50);
 const MIN_SPIN: Duration = Duration::from_micros(1);
 /// A yield (with the looks after it) that took this long ends a look (see [`look`]): a
 /// worker that ran on this core during the yield answers within a few microseconds, a busy
-/// thread keeps the core for a time slice (milliseconds).
-const GAVE_AWAY: Duration = Duration::from_micros(20);
+/// thread keeps the core for a time slice (milliseconds). The same bound as a waiting
+/// thread's or a searching worker's yields (`give_way`).
+const GAVE_AWAY: Duration = crate::give_way::LOST;
 /// With the budget at zero, one poll in this many looks for the whole [`SPIN_FOR`].
 const PROBE_EVERY: u32 = 64;
 /// Looks between two reads of the clock and two yields: 0.4 µs at 25 ns a hint, where a
