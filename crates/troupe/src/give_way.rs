@@ -23,7 +23,8 @@ use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// A yield that kept the core away this long lost it to another runnable thread (a task's
-/// look for its reply, `reply/spin.rs`, ends at such a yield too).
+/// look for its reply, `reply/spin.rs`, ends at such a yield too, and a send waiting for a
+/// catch-up actor, `raw/cell.rs`, naps from then on).
 pub(crate) const LOST: Duration = Duration::from_micros(20);
 
 /// Calls that do not yield after a yield lost the core.

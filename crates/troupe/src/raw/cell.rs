@@ -295,8 +295,9 @@ const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 /// Looks at the backlog, each after 32 spin hints, before such a wait yields.
 const SPIN_LOOKS: u32 = 64;
 /// A yield of such a wait that took this long handed the core to another thread: the wait
-/// sleeps from then on (`Cell::wait_to_catch_up`).
-const GAVE_AWAY: std::time::Duration = std::time::Duration::from_micros(20);
+/// sleeps from then on (`Cell::wait_to_catch_up`). The one bound of a lost yield, as for a
+/// worker's search and an asker's spin.
+const GAVE_AWAY: std::time::Duration = crate::give_way::LOST;
 /// One sleep of such a wait, between looks at the backlog.
 const CATCH_UP_NAP: std::time::Duration = std::time::Duration::from_micros(50);
 
