@@ -32,16 +32,23 @@ const SEGMENT: usize = 4096;
 
 /// One client's ids. Invariant: the ids of `rising`, segment after segment, are strictly
 /// increasing; every segment but the last is full; every id in `others` is smaller than the
-/// last id of `rising`.
+/// last id of `rising`; `last` is the last id of `rising` (`None` while it is empty).
 #[derive(Debug, Clone, Default)]
 struct ClientIds {
     rising: Vec<Vec<u64>>,
+    /// Kept beside `rising` (written only where `insert` appends to it): the check of a new
+    /// id, the common case, reads this entry alone. Read through `rising`, it took the
+    /// segment's header and then its last id, two cache misses in a row: with 40 clients'
+    /// orders interleaved, `OrderBook::contains` held 13 % of the one worker's samples in
+    /// `perf`, most of them on those two loads.
+    last: Option<u64>,
     others: BTreeSet<u64>,
 }
 
 impl ClientIds {
+    #[inline]
     fn last(&self) -> Option<u64> {
-        self.rising.last().and_then(|s| s.last()).copied()
+        self.last
     }
 
     fn in_rising(&self, id: u64) -> bool {
@@ -72,6 +79,7 @@ impl ClientIds {
                         self.rising.push(segment);
                     }
                 }
+                self.last = Some(id);
                 true
             }
         }
@@ -173,5 +181,22 @@ mod tests {
             assert_eq!(set.contains(&key(id)), plain.contains(&id), "{id}");
         }
         assert_eq!(set.len(), plain.len());
+        // The last id kept beside the segments is theirs, across segment boundaries.
+        let ids = &set.clients[&ClientId(9)];
+        assert_eq!(ids.rising.len(), 3);
+        assert_eq!(ids.last, ids.rising.last().and_then(|s| s.last()).copied());
+        assert_eq!(ids.last, Some(3 * (3 * SEGMENT as u64 - 1)));
+    }
+
+    #[test]
+    fn an_empty_client_entry_has_no_last_id() {
+        let mut set = KeySet::new();
+        let key = OrderKey {
+            client: ClientId(1),
+            client_order_id: 0,
+        };
+        assert!(!set.contains(&key));
+        assert!(set.insert(key) && set.contains(&key) && !set.insert(key));
+        assert_eq!(set.clients[&ClientId(1)].last, Some(0));
     }
 }
