@@ -189,7 +189,7 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_client_entry_has_no_last_id() {
+    fn a_first_id_becomes_the_entrys_last() {
         let mut set = KeySet::new();
         let key = OrderKey {
             client: ClientId(1),

@@ -248,12 +248,13 @@ impl<T: Target> Cell<T> {
                 std::thread::sleep(CATCH_UP_NAP.min(CATCH_UP_WAIT - waited));
             } else {
                 // Then yields, which come straight back on a quiet machine. One that kept
-                // the core away means other threads want it: short sleeps from then on, which
+                // the core away (`give_way::LOST`, the one bound of a lost yield) means other
+                // threads want it: short sleeps from then on, which
                 // come back as soon as they end, where a yield may hand the core to a busy
                 // thread for its whole time slice.
                 let before = std::time::Instant::now();
                 std::thread::yield_now();
-                nap = before.elapsed() >= GAVE_AWAY;
+                nap = before.elapsed() >= crate::give_way::LOST;
             }
         }
     }
@@ -294,10 +295,6 @@ impl<T: Target> Cell<T> {
 const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
 /// Looks at the backlog, each after 32 spin hints, before such a wait yields.
 const SPIN_LOOKS: u32 = 64;
-/// A yield of such a wait that took this long handed the core to another thread: the wait
-/// sleeps from then on (`Cell::wait_to_catch_up`). The one bound of a lost yield, as for a
-/// worker's search and an asker's spin.
-const GAVE_AWAY: std::time::Duration = crate::give_way::LOST;
 /// One sleep of such a wait, between looks at the backlog.
 const CATCH_UP_NAP: std::time::Duration = std::time::Duration::from_micros(50);
 

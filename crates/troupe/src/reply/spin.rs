@@ -45,18 +45,13 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use crate::role;
+use crate::{give_way, role};
 
 /// The longest one poll looks: over a parked worker's wake-up (15-40 µs measured on the
 /// benchmarks' virtual machine), well over the round trip to a running one (0.3 µs).
 const SPIN_FOR: Duration = Duration::from_micros(50);
 /// A budget halved below this is zero.
 const MIN_SPIN: Duration = Duration::from_micros(1);
-/// A yield (with the looks after it) that took this long ends a look (see [`look`]): a
-/// worker that ran on this core during the yield answers within a few microseconds, a busy
-/// thread keeps the core for a time slice (milliseconds). The same bound as a waiting
-/// thread's or a searching worker's yields (`give_way`).
-const GAVE_AWAY: Duration = crate::give_way::LOST;
 /// With the budget at zero, one poll in this many looks for the whole [`SPIN_FOR`].
 const PROBE_EVERY: u32 = 64;
 /// Looks between two reads of the clock and two yields: 0.4 µs at 25 ns a hint, where a
@@ -163,9 +158,11 @@ pub(super) fn answered_after(waited: Duration) {
 }
 
 /// Spin hints with a look after each, for about `allowed`, reading the clock and yielding the
-/// core every [`LOOKS_PER_CLOCK`] looks. A yield that kept the core away for [`GAVE_AWAY`]
-/// ends the look: something else wanted the core (a busy thread runs until its time slice
-/// ends), and a thread that parks gets it back as soon as it is woken.
+/// core every [`LOOKS_PER_CLOCK`] looks. A yield (with the looks after it) that kept the core
+/// away for [`give_way::LOST`] ends the look, the same bound as a waiting thread's or a
+/// searching worker's yields: a worker that ran on this core during the yield answers within
+/// a few microseconds, while a busy thread keeps the core until its time slice ends
+/// (milliseconds), and a thread that parks gets it back as soon as it is woken.
 fn look(allowed: Duration, filled: &dyn Fn() -> bool) -> bool {
     let start = Instant::now();
     let mut last = start;
@@ -177,7 +174,7 @@ fn look(allowed: Duration, filled: &dyn Fn() -> bool) -> bool {
             }
         }
         let now = Instant::now();
-        if now - start >= allowed || now - last >= GAVE_AWAY {
+        if now - start >= allowed || now - last >= give_way::LOST {
             return false;
         }
         last = now;
@@ -306,7 +303,7 @@ mod tests {
         assert!(!look(SPIN_FOR, &|| {
             looks.set(looks.get() + 1);
             if looks.get() == 20 {
-                std::thread::sleep(GAVE_AWAY + Duration::from_micros(10));
+                std::thread::sleep(give_way::LOST + Duration::from_micros(10));
             }
             false
         }));
