@@ -39,7 +39,13 @@
 //!   are open; after one kept, it goes on the same way soon, or, if it cannot, waits at
 //!   least [`KEPT_WAIT`];
 //! - a rate that moves 2x from the one measured after the last trial (the host or the work
-//!   changed) starts a trial at once, at most once per `KEPT_WAIT`.
+//!   changed) starts a trial at once, at most once per `KEPT_WAIT`;
+//! - a trial waits until the ticks it is compared with agree ([`STEADY`]: the fastest
+//!   handled at most 1.25x the slowest's rate), for [`UNSTEADY_WAIT`] at most. A tick
+//!   holding the gap between a benchmark's warm-up and its measured run handled a tenth of
+//!   the others; in a base of four it made a trial of two workers look 1.26-1.44x better
+//!   when it was no better than one, and the pool ran its trading benchmark on two workers
+//!   at twice the CPU per order (BENCHMARKS.md, "A trial waits for a steady base").
 //!
 //! # What it never does
 //! - Hold back work: an actor runnable on a worker that steps aside goes to the injector,
@@ -111,6 +117,11 @@ const MAX_WAIT: u32 = 2048;
 /// A rate this many times higher or lower than the one the last trial settled at starts a
 /// trial at once.
 const CHANGED: f64 = 2.0;
+/// The ticks a trial is compared with agree if the fastest handled at most this many times
+/// what the slowest did.
+const STEADY: f64 = 1.25;
+/// Ticks a trial waits at most for the ticks before it to agree ([`STEADY`]), ~0.3 s.
+const UNSTEADY_WAIT: u32 = 64;
 /// The working workers handled nothing for this long while work waited: widen.
 pub(super) const STALL: Duration = Duration::from_millis(10);
 /// After a stall, no narrowing for this long (doubled while stalls recur, up to 16x).
@@ -230,6 +241,19 @@ struct Climb {
     /// No narrowing before this (after a stall).
     hold_until: Option<Instant>,
     hold: Duration,
+    /// Ticks a due trial has waited for the ticks before it to agree.
+    unsteady: u32,
+}
+
+/// Whether `ticks` agree: the fastest handled at most [`STEADY`] times the slowest's rate.
+fn steady(ticks: &[(u64, Duration)]) -> bool {
+    let (slowest, fastest) = ticks
+        .iter()
+        .map(|tick| rate(std::slice::from_ref(tick)))
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), r| {
+            (lo.min(r), hi.max(r))
+        });
+    fastest <= slowest * STEADY
 }
 
 impl Climb {
@@ -249,6 +273,7 @@ impl Climb {
             peak_seen: None,
             hold_until: None,
             hold: STALL_HOLD,
+            unsteady: 0,
         }
     }
 
@@ -301,6 +326,16 @@ impl Climb {
                 if *wait > 0 {
                     return width;
                 }
+                // Ticks that disagree among themselves measure the work changing (the gap
+                // between a benchmark's warm-up and its measured run, a load that comes in
+                // phases), not the width: a trial compared with them would be judged against
+                // a rate that neither width does. It waits until they agree, or for
+                // `UNSTEADY_WAIT` at most (work that never settles is still tried).
+                if !steady(&self.recent) && self.unsteady < UNSTEADY_WAIT {
+                    self.unsteady += 1;
+                    return width;
+                }
+                self.unsteady = 0;
                 let narrower = width > 1 && !held;
                 let wider = width < self.workers;
                 let try_narrower = match (narrower, wider) {
@@ -428,6 +463,7 @@ impl Climb {
         self.hold_until = Some(now + self.hold);
         self.recent.clear();
         self.wait = MIN_WAIT;
+        self.unsteady = 0;
         self.decided = None;
         self.phase = Phase::Settled { wait: MIN_WAIT };
         self.workers
@@ -558,6 +594,61 @@ mod tests {
                 assert_eq!(width, 2, "tick {i}: a trial was kept");
             }
         }
+    }
+
+    #[test]
+    fn a_gap_in_the_work_before_a_trial_does_not_make_it_look_better() {
+        // One worker handles more than two, but the last tick before the first trial held
+        // a gap in the work (a tenth of the rate): against a base with it, two workers would
+        // look 1.2x better. The trial waits for ticks that agree, and one worker is kept.
+        let mut climb = Climb::new(2);
+        let start = Instant::now();
+        let mut width = 1;
+        let mut at_two = 0;
+        for i in 0..400 {
+            let now = start + MS5 * i;
+            // The pool sleeps until the work starts: the first trial is due by then.
+            if i < 10 {
+                assert_eq!(climb.tick(width, width, 0, Duration::ZERO, now), 1);
+                continue;
+            }
+            let rate = match (i, width) {
+                (13, _) => 100,
+                (_, 1) => 1_000,
+                _ => 950,
+            };
+            width = climb.tick(width, width, rate, MS5, now);
+            at_two += usize::from(width == 2);
+        }
+        assert_eq!(width, 1);
+        assert!(at_two < 20, "{at_two} ticks at two workers");
+    }
+
+    #[test]
+    fn work_that_never_settles_is_still_tried() {
+        // Every other tick handles twice as much: the base never agrees, and two workers,
+        // 3x better, are tried anyway after the longest wait.
+        let mut climb = Climb::new(2);
+        let start = Instant::now();
+        let mut width = 1;
+        let mut first_at_two = None;
+        for i in 0..200u32 {
+            let rate = if width == 2 {
+                6_000
+            } else {
+                1_000 * (1 + u64::from(i % 2))
+            };
+            width = climb.tick(width, width, rate, MS5, start + MS5 * i);
+            if width == 2 && first_at_two.is_none() {
+                first_at_two = Some(i);
+            }
+        }
+        assert_eq!(width, 2);
+        let first = first_at_two.expect("a trial of two workers");
+        assert!(
+            first >= MIN_WAIT + UNSTEADY_WAIT - 1,
+            "tried at tick {first}"
+        );
     }
 
     #[test]
