@@ -39,7 +39,8 @@
 //!   are open; after one kept, it goes on the same way soon, or, if it cannot, waits at
 //!   least [`KEPT_WAIT`];
 //! - a rate that moves 2x from the one measured after the last trial (the host or the work
-//!   changed) starts a trial at once, at most once per `KEPT_WAIT`;
+//!   changed) makes a trial due at once (it starts once the ticks agree, below), at most
+//!   once per `KEPT_WAIT`;
 //! - a trial waits until the ticks it is compared with agree ([`STEADY`]: the fastest
 //!   handled at most 1.25x the slowest's rate), for [`UNSTEADY_WAIT`] at most. A tick
 //!   holding the gap between a benchmark's warm-up and its measured run handled a tenth of
@@ -114,8 +115,8 @@ const MIN_WAIT: u32 = 8;
 const KEPT_WAIT: u32 = 200;
 /// At most this long between trials (in ticks: ~10 s).
 const MAX_WAIT: u32 = 2048;
-/// A rate this many times higher or lower than the one the last trial settled at starts a
-/// trial at once.
+/// A rate this many times higher or lower than the one the last trial settled at makes a
+/// trial due at once.
 const CHANGED: f64 = 2.0;
 /// The ticks a trial is compared with agree if the fastest handled at most this many times
 /// what the slowest did.
