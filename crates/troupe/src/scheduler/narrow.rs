@@ -130,8 +130,9 @@ const STALL_HOLD: Duration = Duration::from_millis(250);
 
 /// Where the climb is.
 enum Phase {
-    /// At the current width; `wait` ticks until the next trial.
-    Settled { wait: u32 },
+    /// At the current width; `wait` ticks until the next trial, and once it is due, the
+    /// ticks it has waited (`unsteady`) for the ticks before it to agree.
+    Settled { wait: u32, unsteady: u32 },
     /// Trying another width (the previous one was `from`, measured at `base` messages per
     /// second in the ticks just before).
     Trial {
@@ -148,6 +149,13 @@ enum Phase {
         base: f64,
         window: Window,
     },
+}
+
+impl Phase {
+    /// Settled, with `wait` ticks to the next trial.
+    fn settled(wait: u32) -> Self {
+        Phase::Settled { wait, unsteady: 0 }
+    }
 }
 
 /// A measurement of a few ticks at one width.
@@ -242,8 +250,6 @@ struct Climb {
     /// No narrowing before this (after a stall).
     hold_until: Option<Instant>,
     hold: Duration,
-    /// Ticks a due trial has waited for the ticks before it to agree.
-    unsteady: u32,
 }
 
 /// Whether `ticks` agree: the fastest handled at most [`STEADY`] times the slowest's rate.
@@ -264,7 +270,7 @@ impl Climb {
             // The first trial after `MIN_WAIT` ticks of work: a trial of two workers that
             // came earlier could take the second of two long turns (a counter's producers)
             // to the other worker, where it runs to its end however the trial ends.
-            phase: Phase::Settled { wait: MIN_WAIT },
+            phase: Phase::settled(MIN_WAIT),
             wait: MIN_WAIT,
             recent: Vec::with_capacity(BASE_TICKS),
             narrower_next: true,
@@ -274,7 +280,6 @@ impl Climb {
             peak_seen: None,
             hold_until: None,
             hold: STALL_HOLD,
-            unsteady: 0,
         }
     }
 
@@ -291,7 +296,7 @@ impl Climb {
         let held = self.hold_until.is_some_and(|until| now < until);
         let peak = self.peak_at(now);
         match &mut self.phase {
-            Phase::Settled { wait } => {
+            Phase::Settled { wait, unsteady } => {
                 // Measured only once the workers are as many as the width (after a return
                 // from a trial, one may still be finishing a turn).
                 if elapsed >= MIN_ACTIVE && working == width {
@@ -332,11 +337,10 @@ impl Climb {
                 // phases), not the width: a trial compared with them would be judged against
                 // a rate that neither width does. It waits until they agree, or for
                 // `UNSTEADY_WAIT` at most (work that never settles is still tried).
-                if !steady(&self.recent) && self.unsteady < UNSTEADY_WAIT {
-                    self.unsteady += 1;
+                if !steady(&self.recent) && *unsteady < UNSTEADY_WAIT {
+                    *unsteady += 1;
                     return width;
                 }
-                self.unsteady = 0;
                 let narrower = width > 1 && !held;
                 let wider = width < self.workers;
                 let try_narrower = match (narrower, wider) {
@@ -423,7 +427,7 @@ impl Climb {
             MIN_WAIT.saturating_mul(factor).clamp(KEPT_WAIT, MAX_WAIT)
         };
         self.recent.clear();
-        self.phase = Phase::Settled { wait: self.wait };
+        self.phase = Phase::settled(self.wait);
         self.decided = None;
         trial
     }
@@ -436,7 +440,7 @@ impl Climb {
         self.wait = self.wait.saturating_mul(factor).min(MAX_WAIT);
         self.narrower_next = !self.narrower_next;
         self.recent.clear();
-        self.phase = Phase::Settled { wait: self.wait };
+        self.phase = Phase::settled(self.wait);
         self.decided = None;
         from
     }
@@ -464,9 +468,8 @@ impl Climb {
         self.hold_until = Some(now + self.hold);
         self.recent.clear();
         self.wait = MIN_WAIT;
-        self.unsteady = 0;
         self.decided = None;
-        self.phase = Phase::Settled { wait: MIN_WAIT };
+        self.phase = Phase::settled(MIN_WAIT);
         self.workers
     }
 }
@@ -706,7 +709,7 @@ mod tests {
             width = climb.tick(width, width, rate(width), MS5, start + MS5 * i);
         }
         assert_eq!(width, 2);
-        let Phase::Settled { wait } = climb.phase else {
+        let Phase::Settled { wait, .. } = climb.phase else {
             panic!("settled after the failed trial");
         };
         assert!(wait > 10, "{wait} ticks to the next trial");
