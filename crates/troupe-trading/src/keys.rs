@@ -36,9 +36,19 @@ use crate::order::{ClientId, OrderKey};
 /// A set of order keys. See the module note.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeySet {
-    clients: HashMap<ClientId, ClientIds, BuildKeyHasher>,
+    /// The entries of clients numbered below [`NEAR`], by number. An exchange numbers its
+    /// clients from 0, so this holds them all: an order finds its entry by an index, where a
+    /// hash table took a probe of its control bytes and then the bucket (the probe was a fifth
+    /// of `Shard::replay`'s samples).
+    near: Vec<Option<ClientIds>>,
+    /// Every other client's entry.
+    far: HashMap<ClientId, ClientIds, BuildKeyHasher>,
     len: usize,
 }
+
+/// Clients numbered below this are indexed directly ([`KeySet::near`]): at most 128 KiB per
+/// book, reached only by a client with that number.
+const NEAR: u32 = 1024;
 
 /// Ids per segment, at most (8 KiB of offsets).
 const SEGMENT: usize = 4096;
@@ -97,7 +107,11 @@ impl Segment {
 /// One client's ids (an entry exists only once the client has one). Invariant: the ids of
 /// `full`, then of `tail`, are strictly increasing; `last` is the last id of `tail`; every id
 /// in `others` is smaller than `last`.
+///
+/// In this field order, and aligned to a cache line, so that what an append reads and writes
+/// (`last` and `tail`: 40 bytes) is always in the entry's first line.
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 struct ClientIds {
     /// Kept beside `tail` (written only where `insert` appends to it): the check of a new id,
     /// the common case, reads this entry alone. Read through the segments, it took a
@@ -167,11 +181,26 @@ impl KeySet {
     /// Adds a key; false if it was already there.
     #[inline]
     pub(crate) fn insert(&mut self, key: OrderKey) -> bool {
-        let added = match self.clients.entry(key.client) {
-            Entry::Occupied(mut ids) => ids.get_mut().insert(key.client_order_id),
-            Entry::Vacant(place) => {
-                place.insert(ClientIds::new(key.client_order_id));
-                true
+        let id = key.client_order_id;
+        let added = if key.client.0 < NEAR {
+            let index = key.client.0 as usize;
+            match self.near.get_mut(index) {
+                Some(Some(ids)) => ids.insert(id),
+                _ => {
+                    if index >= self.near.len() {
+                        self.near.resize_with(index + 1, || None);
+                    }
+                    self.near[index] = Some(ClientIds::new(id));
+                    true
+                }
+            }
+        } else {
+            match self.far.entry(key.client) {
+                Entry::Occupied(mut ids) => ids.get_mut().insert(id),
+                Entry::Vacant(place) => {
+                    place.insert(ClientIds::new(id));
+                    true
+                }
             }
         };
         self.len += usize::from(added);
@@ -180,9 +209,17 @@ impl KeySet {
 
     #[inline]
     pub(crate) fn contains(&self, key: &OrderKey) -> bool {
-        self.clients
-            .get(&key.client)
+        self.entry(key.client)
             .is_some_and(|ids| ids.contains(key.client_order_id))
+    }
+
+    #[inline]
+    fn entry(&self, client: ClientId) -> Option<&ClientIds> {
+        if client.0 < NEAR {
+            self.near.get(client.0 as usize).and_then(Option::as_ref)
+        } else {
+            self.far.get(&client)
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -191,7 +228,12 @@ impl KeySet {
 
     /// Every key, in no particular order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = OrderKey> + '_ {
-        self.clients.iter().flat_map(|(&client, ids)| {
+        let near = self.near.iter().enumerate().filter_map(|(number, ids)| {
+            let ids = ids.as_ref()?;
+            Some((ClientId(number as u32), ids))
+        });
+        let far = self.far.iter().map(|(&client, ids)| (client, ids));
+        near.chain(far).flat_map(|(client, ids)| {
             ids.iter().map(move |client_order_id| OrderKey {
                 client,
                 client_order_id,
@@ -249,7 +291,7 @@ mod tests {
         }
         assert_eq!(set.len(), plain.len());
         // The last id kept beside the segments is theirs, across segment boundaries.
-        let ids = &set.clients[&ClientId(9)];
+        let ids = &set.entry(ClientId(9)).unwrap();
         assert_eq!(ids.full.len(), 2);
         assert_eq!(Some(ids.last), ids.tail.iter().last());
         assert_eq!(ids.last, 3 * (3 * SEGMENT as u64 - 1));
@@ -264,7 +306,42 @@ mod tests {
         };
         assert!(!set.contains(&key));
         assert!(set.insert(key) && set.contains(&key) && !set.insert(key));
-        assert_eq!(set.clients[&ClientId(1)].last, 0);
+        assert_eq!(set.entry(ClientId(1)).unwrap().last, 0);
+    }
+
+    #[test]
+    fn clients_numbered_near_and_far_against_a_plain_set() {
+        let mut set = KeySet::new();
+        let mut plain = std::collections::HashSet::new();
+        let clients = [0, 1, 7, NEAR - 1, NEAR, NEAR + 1, 70_000, u32::MAX];
+        for round in 0..50u64 {
+            for (n, &client) in clients.iter().enumerate() {
+                // Rising ids, a repeat now and then, and one from far back.
+                let ids = [round * 3, round * 3, round / 2 + n as u64];
+                for id in ids {
+                    let key = OrderKey {
+                        client: ClientId(client),
+                        client_order_id: id,
+                    };
+                    assert_eq!(set.insert(key), plain.insert(key), "{key:?}");
+                    assert!(set.contains(&key));
+                }
+            }
+        }
+        for client in [2, NEAR - 2, NEAR + 2, u32::MAX - 1] {
+            let key = OrderKey {
+                client: ClientId(client),
+                client_order_id: 3,
+            };
+            assert!(!set.contains(&key), "{key:?}");
+        }
+        assert_eq!(set.len(), plain.len());
+        let listed: std::collections::HashSet<OrderKey> = set.iter().collect();
+        assert_eq!(listed.len(), plain.len());
+        assert_eq!(listed, plain);
+        // Only the clients numbered from NEAR on are hashed.
+        assert_eq!(set.far.len(), 4);
+        assert_eq!(set.near.len(), NEAR as usize);
     }
 
     #[test]
@@ -305,6 +382,6 @@ mod tests {
         assert_eq!(listed, expected);
         assert_eq!(set.len(), expected.len());
         // A jump past an offset's reach started a segment; steps within it did not.
-        assert!(set.clients[&ClientId(2)].full.len() >= 200);
+        assert!(set.entry(ClientId(2)).unwrap().full.len() >= 200);
     }
 }
