@@ -488,57 +488,78 @@ impl Engine {
     /// stopping).
     fn applied(&mut self, order: &Order, fill: Fill, ctx: &mut Context<Self>) -> bool {
         let seq = self.shard.applied();
-        let answers = self.answers();
-        if answers {
-            self.pending.push_back(Pending {
-                seq,
-                client: order.client(),
-                client_order_id: order.client_order_id(),
-                outcome: Outcome::Accepted {
-                    filled: fill.filled,
-                },
-            });
-        }
-        if self.mode != LogMode::Fsync {
-            // In memory, or already in the OS's hands (a buffered log maps its file).
-            if let Err(e) = self.shard.commit() {
-                if !answers {
-                    // Not pending here (the standby would have answered it): refused now,
-                    // with everything pending, as the engine stops.
-                    self.refuse_unhandled(order);
-                }
-                self.fail(&e, ctx);
-                return false;
+        let answer = self.answers().then(|| Pending {
+            seq,
+            client: order.client(),
+            client_order_id: order.client_order_id(),
+            outcome: Outcome::Accepted {
+                filled: fill.filled,
+            },
+        });
+        if self.mode == LogMode::Fsync {
+            self.pending.extend(answer);
+            if !self.write_scheduled {
+                self.write_scheduled = true;
+                // If the send fails we are stopping; `stopping` flushes the log.
+                let _ = ctx.myself().tell(WriteOut);
             }
-            self.committed = seq;
-            self.release();
-        } else if !self.write_scheduled {
-            self.write_scheduled = true;
-            // If the send fails we are stopping; `stopping` flushes the log.
-            let _ = ctx.myself().tell(WriteOut);
+            return true;
         }
+        // In memory, or already in the OS's hands (a buffered log maps its file).
+        if let Err(e) = self.shard.commit() {
+            match answer {
+                // Refused with everything pending, as the engine stops.
+                Some(answer) => self.pending.push_back(answer),
+                // Not pending here (the standby would have answered it): refused now.
+                None => self.refuse_unhandled(order),
+            }
+            self.fail(&e, ctx);
+            return false;
+        }
+        self.committed = seq;
+        if let Some(answer) = answer {
+            if self.pending.is_empty() && self.answers_upto().is_some_and(|upto| seq <= upto) {
+                // Nothing ahead of it and nothing to wait for: answered without a round
+                // through the queue, whose slot was a cache miss per order at one worker
+                // (`release` held 6 % of its samples, most of them on that load).
+                self.ack(answer.client, answer.client_order_id, answer.outcome);
+            } else {
+                self.pending.push_back(answer);
+            }
+        }
+        self.release();
         true
+    }
+
+    /// How far this engine may answer: the sequence number up to which its pending answers
+    /// are promised. `None` for a request-reply standby that does not answer (the primary
+    /// answers once the standby's watermark covers an order).
+    fn answers_upto(&self) -> Option<u64> {
+        match (self.role(), self.style) {
+            (Role::Primary, Style::RequestReply) => {
+                Some(self.committed.min(self.standby_committed))
+            }
+            // Without fsync it answers the client itself (see `standby_answers`).
+            (Role::Standby, Style::RequestReply) if self.standby_answers() => Some(self.committed),
+            (Role::Standby, Style::RequestReply) => None,
+            (_, Style::OneWay) => Some(self.committed),
+        }
     }
 
     /// Sends every acknowledgement the watermarks allow.
     fn release(&mut self) {
-        let upto = match (self.role(), self.style) {
-            (Role::Primary, Style::RequestReply) => self.committed.min(self.standby_committed),
-            // Without fsync it answers the client itself (see `standby_answers`).
-            (Role::Standby, Style::RequestReply) if self.standby_answers() => self.committed,
-            (Role::Standby, Style::RequestReply) => {
-                // In fsync mode the flusher sends the watermark itself.
-                if self.mode != LogMode::Fsync && self.committed > self.reported {
-                    self.reported = self.committed;
-                    if let Some(primary) = &self.primary {
-                        let _ = primary.tell(Replicated {
-                            upto: self.committed,
-                        });
-                    }
+        let Some(upto) = self.answers_upto() else {
+            // A request-reply standby that does not answer reports its watermark instead. In
+            // fsync mode the flusher sends it itself.
+            if self.mode != LogMode::Fsync && self.committed > self.reported {
+                self.reported = self.committed;
+                if let Some(primary) = &self.primary {
+                    let _ = primary.tell(Replicated {
+                        upto: self.committed,
+                    });
                 }
-                return;
             }
-            (_, Style::OneWay) => self.committed,
+            return;
         };
         while let Some(p) = self.pending.front() {
             if p.seq > upto {
