@@ -327,13 +327,16 @@ impl KeySet {
 mod tests {
     use super::*;
 
+    fn key(client: u32, client_order_id: u64) -> OrderKey {
+        OrderKey {
+            client: ClientId(client),
+            client_order_id,
+        }
+    }
+
     #[test]
     fn insert_contains_len() {
         let mut set = KeySet::new();
-        let key = |c, id| OrderKey {
-            client: ClientId(c),
-            client_order_id: id,
-        };
         for id in 0..10_000u64 {
             // Rising ids, and some from the far end, for every client.
             assert!(set.insert(key(id as u32 % 7, id)));
@@ -354,10 +357,7 @@ mod tests {
     fn many_segments_against_a_plain_set() {
         let mut set = KeySet::new();
         let mut plain = std::collections::HashSet::new();
-        let key = |id| OrderKey {
-            client: ClientId(9),
-            client_order_id: id,
-        };
+        let key = |id| key(9, id);
         // Rising by 3 over several segments, with earlier ids filled in now and then.
         for i in 0..(3 * SEGMENT as u64) {
             let id = 3 * i;
@@ -385,10 +385,7 @@ mod tests {
     #[test]
     fn a_first_id_becomes_the_entrys_last() {
         let mut set = KeySet::new();
-        let key = OrderKey {
-            client: ClientId(1),
-            client_order_id: 0,
-        };
+        let key = key(1, 0);
         assert!(!set.contains(&key));
         assert!(set.insert(key) && set.contains(&key) && !set.insert(key));
         assert_eq!(set.entry(ClientId(1)).unwrap().last(), 0);
@@ -404,20 +401,14 @@ mod tests {
                 // Rising ids, a repeat now and then, and one from far back.
                 let ids = [round * 3, round * 3, round / 2 + n as u64];
                 for id in ids {
-                    let key = OrderKey {
-                        client: ClientId(client),
-                        client_order_id: id,
-                    };
+                    let key = key(client, id);
                     assert_eq!(set.insert(key), plain.insert(key), "{key:?}");
                     assert!(set.contains(&key));
                 }
             }
         }
         for client in [2, NEAR - 2, NEAR + 2, u32::MAX - 1] {
-            let key = OrderKey {
-                client: ClientId(client),
-                client_order_id: 3,
-            };
+            let key = key(client, 3);
             assert!(!set.contains(&key), "{key:?}");
         }
         assert_eq!(set.len(), plain.len());
@@ -433,10 +424,7 @@ mod tests {
     fn ids_too_far_apart_for_an_offset_start_new_segments() {
         let mut set = KeySet::new();
         let mut plain = std::collections::HashSet::new();
-        let key = |id| OrderKey {
-            client: ClientId(2),
-            client_order_id: id,
-        };
+        let key = |id| key(2, id);
         // Steps just inside and just past an offset's reach, huge jumps, and ids near the top.
         let steps = [
             1,
