@@ -457,4 +457,40 @@ mod tests {
         // A jump past an offset's reach started a segment; steps within it did not.
         assert!(set.entry(ClientId(2)).unwrap().full.len() >= 200);
     }
+
+    proptest::proptest! {
+        /// Any mix of rising ids (small steps, steps past an offset's reach), ids from the
+        /// past, repeats and clients numbered near and far answers as a plain set does.
+        #[test]
+        fn any_history_answers_as_a_plain_set(
+            steps in proptest::collection::vec((0..6usize, 0..5u8, 0..u64::from(u32::MAX)), 1..2_000)
+        ) {
+            const CLIENTS: [u32; 6] = [0, 3, 39, NEAR - 1, NEAR, u32::MAX];
+            let mut set = KeySet::new();
+            let mut plain = std::collections::HashSet::new();
+            let mut next = [1u64; CLIENTS.len()];
+            for (client, kind, arg) in steps {
+                let id = match kind {
+                    // The next id, a little further on (the common case).
+                    0 | 1 => next[client] + arg % 20,
+                    // Past an offset's reach from the last.
+                    2 => next[client] + u64::from(Offset::MAX) + arg,
+                    // An id from the past (often one already there).
+                    3 => arg % next[client],
+                    // The last id again.
+                    _ => next[client] - 1,
+                };
+                next[client] = next[client].max(id + 1);
+                let key = key(CLIENTS[client], id);
+                proptest::prop_assert_eq!(set.insert(key), plain.insert(key));
+                proptest::prop_assert!(set.contains(&key));
+                let beside = self::key(CLIENTS[client], id + 1);
+                proptest::prop_assert_eq!(set.contains(&beside), plain.contains(&beside));
+            }
+            proptest::prop_assert_eq!(set.len(), plain.len());
+            let listed: std::collections::HashSet<OrderKey> = set.iter().collect();
+            proptest::prop_assert_eq!(listed.len(), set.len());
+            proptest::prop_assert_eq!(listed, plain);
+        }
+    }
 }
