@@ -79,12 +79,7 @@ impl Segment {
     }
 
     fn contains(&self, id: u64) -> bool {
-        match id.checked_sub(self.base) {
-            Some(0) => true,
-            Some(distance) => Offset::try_from(distance)
-                .is_ok_and(|offset| self.offsets.binary_search(&offset).is_ok()),
-            None => false,
-        }
+        run_contains(self.base, &self.offsets, id)
     }
 
     /// Appends `id`, larger than every id here, if the segment has room and `id` is near
@@ -104,8 +99,25 @@ impl Segment {
     }
 
     fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        std::iter::once(self.base).chain(self.offsets.iter().map(|&o| self.base + u64::from(o)))
+        run_iter(self.base, &self.offsets)
     }
+}
+
+/// Whether the run `base`, then `base + o` for each of `offsets` (strictly increasing, above
+/// 0), holds `id`.
+fn run_contains(base: u64, offsets: &[Offset], id: u64) -> bool {
+    match id.checked_sub(base) {
+        Some(0) => true,
+        Some(distance) => {
+            Offset::try_from(distance).is_ok_and(|offset| offsets.binary_search(&offset).is_ok())
+        }
+        None => false,
+    }
+}
+
+/// The ids of the run `base`, then `base + o` for each of `offsets`, in order.
+fn run_iter(base: u64, offsets: &[Offset]) -> impl Iterator<Item = u64> + '_ {
+    std::iter::once(base).chain(offsets.iter().map(move |&o| base + u64::from(o)))
 }
 
 /// Ids that fit in one cache line beside their first one.
@@ -140,12 +152,7 @@ impl Recent {
     }
 
     fn contains(&self, id: u64) -> bool {
-        match id.checked_sub(self.base) {
-            Some(0) => true,
-            Some(distance) => Offset::try_from(distance)
-                .is_ok_and(|offset| self.offsets().binary_search(&offset).is_ok()),
-            None => false,
-        }
+        run_contains(self.base, self.offsets(), id)
     }
 
     /// Appends `id`, larger than every id here, if there is room and `id` is near enough to
@@ -164,7 +171,7 @@ impl Recent {
     }
 
     fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        std::iter::once(self.base).chain(self.offsets().iter().map(|&o| self.base + u64::from(o)))
+        run_iter(self.base, self.offsets())
     }
 }
 
