@@ -521,11 +521,12 @@ impl Engine {
             if self.pending.is_empty() && self.answers_upto().is_some_and(|upto| seq <= upto) {
                 // Nothing ahead of it and nothing to wait for: answered without a round
                 // through the queue, whose slot was a cache miss per order at one worker
-                // (`release` held 6 % of its samples, most of them on that load).
+                // (`release` held 6 % of its samples, most of them on that load). Nothing
+                // else is pending, so there is nothing more to release.
                 self.ack(answer.client, answer.client_order_id, answer.outcome);
-            } else {
-                self.pending.push_back(answer);
+                return true;
             }
+            self.pending.push_back(answer);
         }
         self.release();
         true
