@@ -117,7 +117,7 @@ struct Slot<T> {
 }
 
 /// A block of slots. Consecutive indices are spread over the block by a stride chosen when the
-/// block is installed (see [`STRIDE_SOLO`] and [`STRIDE_CONTENDED`]).
+/// block is installed (see [`STRIDES`], [`SOLO`] and [`CONTENDED`]).
 struct Block<T> {
     /// In use: the block installed after this one (null until then). On the spare chain, or
     /// linked ahead of the tail block: the next free block.
