@@ -306,8 +306,9 @@ impl<T: Send + 'static> Mailbox<T> {
         Self::with_behind_at(idle, 0)
     }
 
-    /// Like [`Mailbox::new`], with [`Pushed::Behind`] reported by `push_reporting` when at
-    /// least `behind_at` messages wait (0: never reported).
+    /// A new, empty mailbox (`idle` as for the tests' `Mailbox::new`), with [`Pushed::Behind`]
+    /// reported by `push_reporting` when at least `behind_at` messages wait (0: never
+    /// reported).
     pub(crate) fn with_behind_at(idle: bool, behind_at: u32) -> Self {
         Self {
             behind_at,
