@@ -1,6 +1,6 @@
-//! What a simulated system reaches instead of threads ([`crate::runtime::Host`]): executors that put
-//! a runnable actor among the simulation's ready steps, the simulation's own tasks for the
-//! futures of `pipe`, `await_then` and `attach_stream`, and the list of spawned actors that
+//! What a simulated system reaches instead of threads ([`crate::runtime::Host`]): executors
+//! that put a runnable actor among the simulation's ready steps, the simulation's own tasks for
+//! the futures of `pipe`, `await_then` and `attach_stream`, and the list of spawned actors that
 //! faults are aimed at.
 //!
 //! This is the part of the simulation any thread could reach (an executor is `Send + Sync`,
